@@ -1,0 +1,44 @@
+"""tether: constrained decoding with exact token masks.
+
+Compile a constraint for a vocabulary, walk it token by token with a matcher, or let
+:func:`generate` drive a model::
+
+    vocab = tether.Vocabulary.from_file("model.gguf")
+    compiled = tether.compile(tether.Regex(r"\\d{4}-\\d{2}-\\d{2}"), vocab)
+    m = compiled.matcher()
+    m.mask()  # uint32 Bitmask words
+"""
+
+from tether.compiler import compile  # noqa: A004
+from tether.constraints import Choices, Regex
+from tether.engine.compiled import CheckResult, Compiled
+from tether.engine.matcher import Forced, Matcher
+from tether.errors import (
+    CompileError,
+    ConstraintViolation,
+    LimitExceeded,
+    ModelError,
+    NoLegalContinuation,
+    TetherError,
+    TokenIdError,
+    VocabularyError,
+)
+from tether.vocab import Vocabulary
+
+__all__ = [
+    "CheckResult",
+    "Choices",
+    "CompileError",
+    "Compiled",
+    "ConstraintViolation",
+    "Forced",
+    "LimitExceeded",
+    "Matcher",
+    "ModelError",
+    "NoLegalContinuation",
+    "Regex",
+    "TetherError",
+    "TokenIdError",
+    "Vocabulary",
+    "compile",
+]

@@ -1,0 +1,160 @@
+"""A lazily built byte DFA over a trimmed NFA, with a bound on its states.
+
+Bytes are grouped into equivalence classes (bytes no NFA edge tells apart), so a row of
+the transition table has one entry per class. State ``DEAD`` (0) is the empty set; state
+``start`` is 1. Rows are computed on demand, whole, the first time a state is left:
+``table[s, c]`` is ``UNKNOWN`` (-1) until then. Because the NFA is trimmed, every state
+other than ``DEAD`` can still reach an accepting state — so "not DEAD" means "a prefix of
+some string of the language".
+
+The table is a numpy array that may be reallocated as it grows: read ``dfa.table`` after
+calling :meth:`LazyDFA.ensure_rows`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from tether.automata.nfa import Nfa
+from tether.errors import LimitExceeded
+
+DEAD = 0
+UNKNOWN = -1
+MAX_DFA_STATES = 100_000
+
+
+class LazyDFA:
+    """Subset construction on demand (see the module docstring)."""
+
+    def __init__(self, nfa: Nfa, *, max_states: int = MAX_DFA_STATES,
+                 source: str | None = None) -> None:
+        self.max_states = max_states
+        self.source = source
+        self._accept = nfa.accept
+        self._eps = nfa.eps
+        self.class_of_byte, n_classes = _byte_classes(nfa)
+        self.n_classes = n_classes
+        # Per NFA state: its edges in class units (lo_class, hi_class, target).
+        cls = self.class_of_byte
+        self._class_edges = [[(int(cls[lo]), int(cls[hi]), t) for lo, hi, t in edges]
+                             for edges in nfa.edges]
+        self._closure_memo: dict[int, frozenset[int]] = {}
+        self._ids: dict[frozenset[int], int] = {frozenset(): DEAD}
+        self._sets: list[frozenset[int]] = [frozenset()]
+        self.table = np.full((64, n_classes), UNKNOWN, dtype=np.int32)
+        self.table[DEAD] = DEAD
+        self.accepting = np.zeros(64, dtype=bool)
+        self.start = self._intern(self._closure(nfa.start))
+
+    @property
+    def n_states(self) -> int:
+        """States materialised so far (DEAD included)."""
+        return len(self._sets)
+
+    def ensure_rows(self, states: Iterable[int]) -> None:
+        """Compute the rows of ``states`` that are still unknown."""
+        for s in states:
+            if self.table[s, 0] == UNKNOWN:
+                self._compute_row(int(s))
+
+    def step(self, state: int, byte: int) -> int:
+        """The state after reading ``byte`` from ``state``."""
+        nxt = self.table[state, self.class_of_byte[byte]]
+        if nxt == UNKNOWN:
+            self._compute_row(state)
+            nxt = self.table[state, self.class_of_byte[byte]]
+        return int(nxt)
+
+    def walk(self, state: int, data: bytes) -> int:
+        """The state after reading ``data`` (``DEAD`` as soon as it dies)."""
+        for b in data:
+            state = self.step(state, b)
+            if state == DEAD:
+                break
+        return state
+
+    def materialize(self, limit: int) -> bool:
+        """Build every reachable state if there are at most ``limit``; True if complete."""
+        frontier = [self.start]
+        seen = {self.start}
+        while frontier:
+            s = frontier.pop()
+            self.ensure_rows([s])
+            for t in np.unique(self.table[s]):
+                t = int(t)
+                if t != DEAD and t not in seen:
+                    if len(seen) >= limit:
+                        return False
+                    seen.add(t)
+                    frontier.append(t)
+        return True
+
+    # -- construction ------------------------------------------------------------------
+    def _closure(self, nfa_state: int) -> frozenset[int]:
+        memo = self._closure_memo.get(nfa_state)
+        if memo is not None:
+            return memo
+        seen = {nfa_state}
+        stack = [nfa_state]
+        important = set()
+        while stack:
+            s = stack.pop()
+            if self._class_edges[s] or s == self._accept:
+                important.add(s)
+            for t in self._eps[s]:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        out = frozenset(important)
+        self._closure_memo[nfa_state] = out
+        return out
+
+    def _intern(self, states: frozenset[int]) -> int:
+        sid = self._ids.get(states)
+        if sid is not None:
+            return sid
+        sid = len(self._sets)
+        if sid >= self.max_states:
+            raise LimitExceeded(
+                f"the constraint's automaton needs more than {self.max_states} states",
+                location=1 if self.source is not None else None, source=self.source)
+        if sid >= self.table.shape[0]:
+            grow = self.table.shape[0]
+            self.table = np.vstack(
+                [self.table, np.full((grow, self.n_classes), UNKNOWN, dtype=np.int32)])
+            self.accepting = np.concatenate([self.accepting, np.zeros(grow, dtype=bool)])
+        self._ids[states] = sid
+        self._sets.append(states)
+        self.accepting[sid] = self._accept in states
+        return sid
+
+    def _compute_row(self, state: int) -> None:
+        buckets: list[set[int]] = [set() for _ in range(self.n_classes)]
+        for s in self._sets[state]:
+            for lo, hi, t in self._class_edges[s]:
+                closure = self._closure(t)
+                for c in range(lo, hi + 1):
+                    buckets[c].update(closure)
+        row = np.empty(self.n_classes, dtype=np.int32)
+        interned: dict[frozenset[int], int] = {}
+        for c, bucket in enumerate(buckets):
+            key = frozenset(bucket)
+            sid = interned.get(key)
+            if sid is None:
+                sid = interned[key] = self._intern(key)
+            row[c] = sid
+        self.table[state] = row
+
+
+def _byte_classes(nfa: Nfa) -> tuple[np.ndarray, int]:
+    """Map each byte to its class: bytes between consecutive edge boundaries share one."""
+    boundary = np.zeros(257, dtype=bool)
+    boundary[0] = True
+    for edges in nfa.edges:
+        for lo, hi, _ in edges:
+            boundary[lo] = True
+            boundary[hi + 1] = True
+    class_of_byte = (np.cumsum(boundary[:256]) - 1).astype(np.int32)
+    return class_of_byte, int(class_of_byte[-1]) + 1

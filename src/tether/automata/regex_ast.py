@@ -1,0 +1,92 @@
+"""The regex syntax tree: what a pattern means, with no syntax left.
+
+Characters are Unicode code points; a :class:`CharSet` is a sorted tuple of disjoint,
+non-adjacent inclusive ranges that never contains a surrogate (UTF-8 cannot encode one).
+``pos`` is the 1-based column in the pattern where a node starts (for error messages).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAX_CODEPOINT = 0x10FFFF
+SURROGATES = (0xD800, 0xDFFF)
+
+
+@dataclass(frozen=True)
+class CharSet:
+    ranges: tuple[tuple[int, int], ...]
+    pos: int = 0
+
+
+@dataclass(frozen=True)
+class Concat:
+    items: tuple[Node, ...]
+    pos: int = 0
+
+
+@dataclass(frozen=True)
+class Alternate:
+    items: tuple[Node, ...]
+    pos: int = 0
+
+
+@dataclass(frozen=True)
+class Repeat:
+    item: Node
+    min: int
+    max: int | None  # None: unbounded
+    pos: int = 0
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """``^``/``\\A`` (start) or ``$``/``\\Z`` (end); only meaningful at the pattern's ends."""
+
+    at_start: bool
+    pos: int = 0
+
+
+Node = CharSet | Concat | Alternate | Repeat | Anchor
+
+EMPTY = Concat(())
+
+
+def normalize(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Sort and merge ranges and cut out the surrogates."""
+    out: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    cut: list[tuple[int, int]] = []
+    s_lo, s_hi = SURROGATES
+    for lo, hi in out:
+        if hi < s_lo or lo > s_hi:
+            cut.append((lo, hi))
+            continue
+        if lo < s_lo:
+            cut.append((lo, s_lo - 1))
+        if hi > s_hi:
+            cut.append((s_hi + 1, hi))
+    return tuple(cut)
+
+
+def complement(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """Every code point (surrogates excluded) not in ``ranges`` (which is normalized)."""
+    out: list[tuple[int, int]] = []
+    nxt = 0
+    for lo, hi in ranges:
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = hi + 1
+    if nxt <= MAX_CODEPOINT:
+        out.append((nxt, MAX_CODEPOINT))
+    return normalize(out)
+
+
+def literal(text: str, pos: int = 0) -> Node:
+    """The node matching exactly ``text``."""
+    chars = tuple(CharSet(((ord(c), ord(c)),), pos) for c in text)
+    return chars[0] if len(chars) == 1 else Concat(chars, pos)

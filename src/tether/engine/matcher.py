@@ -1,0 +1,141 @@
+"""`Matcher`: the per-sequence state of one compiled constraint (SPEC §4).
+
+A matcher answers, at each step, which tokens may come next (``mask``), advances on the
+token the sampler picked (``consume``), and can go back (``rollback``) or branch
+(``fork``). Masks are exact: token ``t`` is allowed iff some string of the language starts
+with ``generated_bytes + bytes(t)``; end-of-generation tokens are allowed iff
+``generated_bytes`` is in the language.
+
+Concrete matchers (one per kind of automaton) subclass :class:`Matcher`; everything here
+is expressed in terms of the few abstract methods they implement.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from tether.engine import bitmask
+from tether.errors import ConstraintViolation, TetherError
+from tether.vocab import Vocabulary
+
+
+@dataclass(frozen=True)
+class Forced:
+    """What must come next whatever the model does.
+
+    ``bytes`` is the longest byte string every continuation starts with (empty when the
+    constraint is complete or several bytes are possible). ``tokens`` are the tokens that
+    are, one after another, the only allowed token (end of generation excluded).
+    """
+
+    bytes: bytes
+    tokens: tuple[int, ...]
+
+
+class Matcher(ABC):
+    """The state of one constraint over one generated sequence."""
+
+    vocab: Vocabulary
+
+    # -- what a concrete matcher implements --------------------------------------------
+    @abstractmethod
+    def mask(self) -> np.ndarray:
+        """The Bitmask words of the tokens allowed next (treat as read-only)."""
+
+    @abstractmethod
+    def is_accepting(self) -> bool:
+        """Whether the bytes generated so far are a complete string of the language."""
+
+    @abstractmethod
+    def is_finished(self) -> bool:
+        """Accepting, and no non-empty continuation exists: only end of generation is left."""
+
+    @abstractmethod
+    def forced(self) -> Forced:
+        """The forced continuation (jump-forward), see :class:`Forced`."""
+
+    @abstractmethod
+    def fork(self) -> Matcher:
+        """An independent copy of this matcher (same state, separate future)."""
+
+    @abstractmethod
+    def _advance(self, token_id: int) -> bool:
+        """Consume a non-special token; return False (state unchanged) if not allowed."""
+
+    @abstractmethod
+    def _retreat(self, n: int) -> None:
+        """Undo the last ``n`` consumed tokens (``n`` already checked)."""
+
+    @property
+    @abstractmethod
+    def generated_bytes(self) -> bytes:
+        """The bytes of the tokens consumed so far (end of generation excluded)."""
+
+    @property
+    @abstractmethod
+    def n_consumed(self) -> int:
+        """Number of tokens consumed (and not rolled back)."""
+
+    # -- the shared API -------------------------------------------------------------
+    def eos_allowed(self) -> bool:
+        """Whether an end-of-generation token may come next."""
+        return self.is_accepting() and not self._stopped
+
+    def allowed(self, token_id: int) -> bool:
+        """Whether ``token_id`` may come next."""
+        self.vocab.token_bytes(token_id)  # raises TokenIdError for a bad id
+        return bitmask.is_allowed(self.mask(), token_id)
+
+    def consume(self, token_id: int) -> None:
+        """Advance on ``token_id``; raise :class:`ConstraintViolation` (state unchanged)
+        if it is not allowed. An end-of-generation token stops the matcher."""
+        token_id = int(token_id)
+        if self._stopped:
+            raise ConstraintViolation("the matcher has already consumed end of generation",
+                                      token=token_id)
+        if self.vocab.is_eos(token_id):
+            if not self.is_accepting():
+                raise ConstraintViolation(
+                    f"end of generation (token {token_id}) is not allowed after "
+                    f"{self.generated_bytes!r}", token=token_id)
+            self._stopped = True
+            self._stop_index = self.n_consumed
+            return
+        if self.vocab.is_special(token_id) or not self._advance(token_id):
+            raise ConstraintViolation(
+                f"token {token_id} ({self.vocab.token_bytes(token_id)!r}) is not allowed "
+                f"after {self.generated_bytes!r}", token=token_id)
+
+    def consume_many(self, token_ids: list[int]) -> None:
+        """Consume several tokens; on a violation, those before it stay consumed."""
+        for t in token_ids:
+            self.consume(t)
+
+    def rollback(self, n: int = 1) -> None:
+        """Undo the last ``n`` consumed tokens (an end of generation counts as one)."""
+        if n < 0:
+            raise TetherError(f"cannot roll back a negative number of tokens ({n})")
+        if n == 0:
+            return
+        if self._stopped:
+            self._stopped = False
+            n -= 1
+        if n > self.n_consumed:
+            raise TetherError(f"cannot roll back {n} tokens: only {self.n_consumed} consumed")
+        if n:
+            self._retreat(n)
+
+    def fill(self, out: np.ndarray, row: int = 0) -> None:
+        """Write the mask into row ``row`` of a ``(batch, words)`` uint32 array."""
+        out[row, :] = self.mask()
+
+    @property
+    def is_stopped(self) -> bool:
+        """Whether an end-of-generation token was consumed."""
+        return self._stopped
+
+    _stopped: bool = False
+    _stop_index: int = 0

@@ -1,0 +1,188 @@
+"""The engine for regular constraints (regexes, choices): a lazy DFA plus per-state masks.
+
+``RegularCompiled`` owns the DFA and the trie walker and caches, per DFA state, the
+mask (end-of-generation bits included when the state accepts) and the forced
+continuation. All matchers of the constraint share those caches, so a state's mask is
+computed once per compiled constraint, whatever the number of requests. The caches are
+bounded and guarded by a lock (the DFA grows as it is explored).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from tether.automata.dfa import DEAD, LazyDFA
+from tether.engine import bitmask
+from tether.engine.compiled import CheckResult, Compiled
+from tether.engine.matcher import Forced, Matcher
+from tether.engine.token_masks import TrieWalker
+from tether.vocab import Vocabulary
+
+MAX_CACHED_MASKS = 4096
+MAX_FORCED_TOKENS = 64
+
+
+class RegularCompiled(Compiled):
+    """A regular constraint compiled for a vocabulary."""
+
+    def __init__(self, constraint: Any, vocab: Vocabulary, dfa: LazyDFA, *,
+                 compile_seconds: float) -> None:
+        self.constraint = constraint
+        self.vocab = vocab
+        self.dfa = dfa
+        self._walker = TrieWalker(dfa, vocab)
+        self._eos_words = bitmask.from_ids(sorted(vocab.eos_ids), vocab.size)
+        self._empty = np.zeros(bitmask.n_words(vocab.size), dtype=np.uint32)
+        self._empty.flags.writeable = False
+        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._forced: dict[int, Forced] = {}
+        self._lock = threading.RLock()
+        self._compile_seconds = compile_seconds
+        self._mask_seconds = 0.0
+
+    def matcher(self) -> RegularMatcher:
+        return RegularMatcher(self)
+
+    def check(self, text: str | bytes) -> CheckResult:
+        data = text.encode() if isinstance(text, str) else bytes(text)
+        state = self.dfa.start
+        with self._lock:
+            for i, b in enumerate(data):
+                state = self.dfa.step(state, b)
+                if state == DEAD:
+                    return CheckResult(False, i)
+            return CheckResult(bool(self.dfa.accepting[state]), len(data))
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return {
+            "states": self.dfa.n_states - 1,
+            "byte_classes": self.dfa.n_classes,
+            "cached_masks": len(self._masks),
+            "compile_seconds": self._compile_seconds,
+            "mask_seconds": self._mask_seconds,
+        }
+
+    # -- per-state data, shared by all matchers ------------------------------------------
+    def state_mask(self, state: int) -> np.ndarray:
+        """The mask of ``state`` (read-only; EOS bits set iff the state accepts)."""
+        words = self._masks.get(state)
+        if words is not None:
+            return words
+        with self._lock:
+            words = self._masks.get(state)
+            if words is None:
+                started = time.perf_counter()
+                words = self._walker.mask(state)
+                if self.dfa.accepting[state]:
+                    words |= self._eos_words
+                words.flags.writeable = False
+                self._masks[state] = words
+                if len(self._masks) > MAX_CACHED_MASKS:
+                    self._masks.popitem(last=False)
+                self._mask_seconds += time.perf_counter() - started
+        return words
+
+    def state_forced(self, state: int) -> Forced:
+        """The forced continuation from ``state``."""
+        forced = self._forced.get(state)
+        if forced is None:
+            with self._lock:
+                forced = Forced(self._forced_bytes(state), self._forced_tokens(state))
+                self._forced[state] = forced
+        return forced
+
+    def state_finished(self, state: int) -> bool:
+        """Accepting with no way to add a byte."""
+        with self._lock:
+            self.dfa.ensure_rows([state])
+            return bool(self.dfa.accepting[state]) and not self.dfa.table[state].any()
+
+    def _forced_bytes(self, state: int) -> bytes:
+        out = bytearray()
+        dfa = self.dfa
+        class_size = np.bincount(dfa.class_of_byte, minlength=dfa.n_classes)
+        while not dfa.accepting[state] and len(out) < 4096:
+            dfa.ensure_rows([state])
+            live = np.flatnonzero(dfa.table[state] != DEAD)
+            if live.size != 1 or class_size[live[0]] != 1:
+                break
+            out.append(int(np.flatnonzero(dfa.class_of_byte == live[0])[0]))
+            state = int(dfa.table[state, live[0]])
+        return bytes(out)
+
+    def _forced_tokens(self, state: int) -> tuple[int, ...]:
+        tokens: list[int] = []
+        while len(tokens) < MAX_FORCED_TOKENS:
+            words = self.state_mask(state)
+            if bitmask.popcount(words) != 1 or self.dfa.accepting[state]:
+                break
+            token = int(bitmask.to_ids(words, self.vocab.size)[0])
+            tokens.append(token)
+            state = self.dfa.walk(state, self.vocab.token_bytes(token))
+        return tuple(tokens)
+
+
+class RegularMatcher(Matcher):
+    """A position in a :class:`RegularCompiled` constraint."""
+
+    def __init__(self, compiled: RegularCompiled) -> None:
+        self.compiled = compiled
+        self.vocab = compiled.vocab
+        self._states = [compiled.dfa.start]
+        self._pieces: list[bytes] = []
+
+    @property
+    def state(self) -> int:
+        """The current DFA state."""
+        return self._states[-1]
+
+    def mask(self) -> np.ndarray:
+        if self._stopped:
+            return self.compiled._empty
+        return self.compiled.state_mask(self._states[-1])
+
+    def is_accepting(self) -> bool:
+        return bool(self.compiled.dfa.accepting[self._states[-1]])
+
+    def is_finished(self) -> bool:
+        return self._stopped or self.compiled.state_finished(self._states[-1])
+
+    def forced(self) -> Forced:
+        if self._stopped:
+            return Forced(b"", ())
+        return self.compiled.state_forced(self._states[-1])
+
+    def fork(self) -> RegularMatcher:
+        twin = RegularMatcher(self.compiled)
+        twin._states = list(self._states)
+        twin._pieces = list(self._pieces)
+        twin._stopped = self._stopped
+        return twin
+
+    @property
+    def generated_bytes(self) -> bytes:
+        return b"".join(self._pieces)
+
+    @property
+    def n_consumed(self) -> int:
+        return len(self._pieces)
+
+    def _advance(self, token_id: int) -> bool:
+        data = self.vocab.token_bytes(token_id)
+        with self.compiled._lock:
+            state = self.compiled.dfa.walk(self._states[-1], data)
+        if state == DEAD:
+            return False
+        self._states.append(state)
+        self._pieces.append(data)
+        return True
+
+    def _retreat(self, n: int) -> None:
+        del self._states[-n:]
+        del self._pieces[-n:]

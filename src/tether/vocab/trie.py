@@ -1,0 +1,141 @@
+"""`TokenTrie`: the byte trie over all non-special tokens of a vocabulary.
+
+Built once per vocabulary and shared by every constraint compiled for it. Nodes are
+numbered breadth first, so
+
+* the nodes of depth ``d`` are ``level_start[d] : level_start[d + 1]``,
+* the children of a node are contiguous: ``first_child[n] : first_child[n] + n_children[n]``,
+  sorted by byte,
+* node 0 is the root (the empty prefix).
+
+``node_byte[n]`` is the byte on the edge into ``n``; token ``token_ids[k]`` ends at
+``token_node[k]``. Several tokens may end at one node (equal bytes under different ids).
+The arrays are saved to the on-disk cache keyed by the vocabulary's fingerprint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tether.cache_dir import cache_dir
+
+if TYPE_CHECKING:
+    from tether.vocab.vocabulary import Vocabulary
+
+_FIELDS = ("node_byte", "parent", "first_child", "n_children", "level_start",
+           "token_ids", "token_node")
+
+
+@dataclass(frozen=True)
+class TokenTrie:
+    """Breadth-first byte trie over the non-special tokens (see the module docstring)."""
+
+    node_byte: np.ndarray    # uint8 [N]; node 0's entry is unused
+    parent: np.ndarray       # int32 [N]; parent[0] == -1
+    first_child: np.ndarray  # int32 [N]
+    n_children: np.ndarray   # int32 [N]
+    level_start: np.ndarray  # int32 [depth + 2]
+    token_ids: np.ndarray    # int32 [T], sorted by token id
+    token_node: np.ndarray   # int32 [T], node where token_ids[k] ends
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.node_byte.shape[0])
+
+    @property
+    def depth(self) -> int:
+        """Length in bytes of the longest token."""
+        return int(self.level_start.shape[0]) - 2
+
+    @cached_property
+    def tokens_by_node(self) -> tuple[np.ndarray, np.ndarray]:
+        """CSR view ``(start, ids)``: the tokens ending at node ``n`` are
+        ``ids[start[n]:start[n + 1]]``."""
+        order = np.argsort(self.token_node, kind="stable")
+        counts = np.bincount(self.token_node, minlength=self.n_nodes)
+        start = np.zeros(self.n_nodes + 1, dtype=np.int64)
+        np.cumsum(counts, out=start[1:])
+        return start, self.token_ids[order].astype(np.int64)
+
+    @classmethod
+    def for_vocabulary(cls, vocab: Vocabulary) -> TokenTrie:
+        """The trie of ``vocab``, from the on-disk cache when it is there."""
+        folder = cache_dir()
+        path = folder / f"trie-{vocab.fingerprint}.npz" if folder else None
+        if path is not None and path.exists():
+            try:
+                with np.load(path) as data:
+                    return cls(**{f: data[f] for f in _FIELDS})
+            except (OSError, KeyError, ValueError):
+                pass  # a damaged cache entry is rebuilt below
+        trie = cls.build(vocab.tokens, vocab.special)
+        if path is not None:
+            tmp = path.with_suffix(f".{id(trie)}.tmp.npz")
+            try:
+                np.savez(tmp, **{f: getattr(trie, f) for f in _FIELDS})
+                tmp.replace(path)
+            except OSError:
+                tmp.unlink(missing_ok=True)
+        return trie
+
+    @classmethod
+    def build(cls, tokens: tuple[bytes, ...], special: np.ndarray) -> TokenTrie:
+        """Build the trie of ``tokens[i]`` for every non-special, non-empty ``i``."""
+        items = sorted((tokens[i], i) for i in range(len(tokens))
+                       if not special[i] and tokens[i])
+        # Depth-first (preorder) construction from the sorted strings: a token adds one
+        # node per byte past its longest common prefix with the previous token.
+        depth = [0]
+        dfs_parent = [-1]
+        dfs_byte = [0]
+        path = [0]  # path[d] = node at depth d on the current branch
+        prev = b""
+        token_ids = np.empty(len(items), dtype=np.int32)
+        token_dfs_node = np.empty(len(items), dtype=np.int64)
+        for k, (text, tid) in enumerate(items):
+            common = 0
+            limit = min(len(prev), len(text))
+            while common < limit and prev[common] == text[common]:
+                common += 1
+            del path[common + 1:]
+            for d in range(common, len(text)):
+                node = len(depth)
+                depth.append(d + 1)
+                dfs_parent.append(path[d])
+                dfs_byte.append(text[d])
+                path.append(node)
+            token_ids[k] = tid
+            token_dfs_node[k] = path[len(text)]
+            prev = text
+        depth_a = np.asarray(depth, dtype=np.int64)
+        # Breadth-first renumbering: sort by (depth, preorder); siblings stay contiguous
+        # and in byte order because preorder follows the sorted strings.
+        order = np.lexsort((np.arange(depth_a.size), depth_a))
+        new_id = np.empty_like(order)
+        new_id[order] = np.arange(order.size)
+        parent_dfs = np.asarray(dfs_parent, dtype=np.int64)[order]
+        parent = np.where(parent_dfs >= 0, new_id[np.maximum(parent_dfs, 0)], -1)
+        node_byte = np.asarray(dfs_byte, dtype=np.uint8)[order]
+        n_nodes = order.size
+        n_children = np.bincount(parent[1:], minlength=n_nodes).astype(np.int32)
+        first_child = np.zeros(n_nodes, dtype=np.int32)
+        has = n_children > 0
+        # Children of the nodes are laid out in parent order after the root.
+        starts = 1 + np.concatenate(([0], np.cumsum(n_children)[:-1]))
+        first_child[has] = starts[has]
+        max_depth = int(depth_a.max())
+        level_start = np.searchsorted(depth_a[order], np.arange(max_depth + 2)).astype(np.int32)
+        tok_order = np.argsort(token_ids, kind="stable")
+        return cls(
+            node_byte=node_byte,
+            parent=parent.astype(np.int32),
+            first_child=first_child,
+            n_children=n_children,
+            level_start=level_start,
+            token_ids=token_ids[tok_order],
+            token_node=new_id[token_dfs_node[tok_order]].astype(np.int32),
+        )

@@ -1,0 +1,72 @@
+"""Regexes of JSON Schema practice with valid example strings.
+
+Shared by the exact-mask tests (a subset runs in CI) and ``bench/`` (all of them).
+Each entry is ``(pattern, examples)``; every example fully matches its pattern.
+"""
+
+CORPUS: list[tuple[str, list[str]]] = [
+    # dates and times
+    (r"\d{4}-\d{2}-\d{2}", ["2024-03-15"]),
+    (r"(19|20)\d\d-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])", ["1969-07-20"]),
+    (r"([01]\d|2[0-3]):[0-5]\d(:[0-5]\d)?", ["23:59:07", "08:15"]),
+    (r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})",
+     ["2024-03-15T10:20:30Z", "2024-03-15T10:20:30.125+02:00"]),
+    (r"P(\d+Y)?(\d+M)?(\d+D)?(T(\d+H)?(\d+M)?(\d+S)?)?", ["P1Y2M3DT4H5M6S", "P3D"]),
+    (r"(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{1,2} [A-Z][a-z]{2} \d{4}", ["Sat, 21 Nov 2026"]),
+    # identifiers
+    (r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+     ["123e4567-e89b-12d3-a456-426614174000"]),
+    (r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}",
+     ["9b2d6f1e-3c4a-4b5d-8e6f-0a1b2c3d4e5f"]),
+    (r"[A-Z]{2}\d{2}[A-Z0-9]{4}\d{7}([A-Z0-9]?){0,16}", ["GB82WEST12345698765432"]),
+    (r"[A-Z]{3}", ["EUR"]),
+    (r"[a-z]{2}(-[A-Z]{2})?", ["en-US", "fr"]),
+    (r"v?\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?", ["v1.2.3", "10.0.1-rc.1"]),
+    (r"[a-z0-9]+(?:-[a-z0-9]+)*", ["my-cool-slug-42"]),
+    (r"#[0-9a-fA-F]{6}", ["#1a2B3c"]),
+    (r"#?([0-9a-fA-F]{3}){1,2}", ["#fff", "a0b1c2"]),
+    (r"[A-Z]{1,2}\d[A-Z\d]? ?\d[A-Z]{2}", ["SW1A 1AA"]),
+    (r"\d{5}(-\d{4})?", ["90210-1234"]),
+    (r"[0-9]{3}-[0-9]{2}-[0-9]{4}", ["078-05-1120"]),
+    (r"sk-[A-Za-z0-9]{20,40}", ["sk-abcdefghijklmnopqrstuvwx"]),
+    # numbers
+    (r"-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?", ["-12.5e+3", "0"]),
+    (r"[1-9]\d{0,2}", ["42"]),
+    (r"(100|[1-9]?\d)%", ["99%", "100%"]),
+    (r"\$\d{1,3}(,\d{3})*(\.\d{2})?", ["$1,234,567.89"]),
+    (r"[+-]?\d+", ["-17"]),
+    (r"0x[0-9A-F]+", ["0xDEADBEEF"]),
+    # network
+    (r"((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)",
+     ["192.168.0.1", "8.8.8.8"]),
+    (r"([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}", ["2001:0db8:85a3:0000:0000:8a2e:0370:7334"]),
+    (r"([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}", ["00:1A:2b:3C:4d:5E"]),
+    (r"[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}", ["jane.doe+tag@example.co.uk"]),
+    (r"[\w.+-]+@[\w-]+\.[\w.-]+", ["josé@exämple.org"]),
+    (r"https?://[a-z0-9.-]+(/[A-Za-z0-9._~-]*)*", ["https://example.com/a/b.html"]),
+    (r"([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,}", ["api.example.com"]),
+    (r"\+?[1-9]\d{1,14}", ["+14155552671"]),
+    (r"\(\d{3}\) \d{3}-\d{4}", ["(415) 555-2671"]),
+    (r"\+\d{1,3} \d{2,4}( \d{2,4}){1,3}", ["+44 20 7946 0958"]),
+    # text
+    (r"[A-Z][a-z]{2,10}", ["Alice"]),
+    (r"[A-Z][a-z]+( [A-Z][a-z]+)*", ["New York City"]),
+    (r"[^\W\d]\w*", ["größe_2", "変数"]),
+    (r"\p{L}[\p{L}\p{N}_]*", ["Ñandú_7"]),
+    (r"[\u0400-\u04FF]+", ["Привет"]),
+    (r"[\U0001F300-\U0001FAFF]+", ["🎉🚀"]),
+    (r"[^\"\\]*", ["plain text, with commas; and émoji 🎉"]),
+    (r"\"([^\"\\]|\\[\"\\/bfnrtu])*\"", ["\"a \\\"quoted\\\" word\""]),
+    (r".{1,20}", ["anything at all"]),
+    (r"(?s).{0,12}", ["two\nlines"]),
+    (r"\S+( \S+){0,3}", ["four words at most"]),
+    (r"[ \t]*[a-z_]+ = \d+", ["  answer = 42"]),
+    (r"(yes|no|maybe)", ["maybe"]),
+    (r"(red|green|blue|yellow|purple)", ["purple"]),
+    (r"(true|false|null)", ["null"]),
+    (r"(GET|POST|PUT|DELETE|PATCH) /[a-z/]*", ["POST /api/items"]),
+    (r"[A-Za-z ]{1,30}\.", ["A short sentence."]),
+    (r"\d+(\.\d+)? (kg|g|mg)", ["2.5 kg"]),
+    (r"(\w+, )*\w+", ["alpha, beta, gamma"]),
+    (r"<[a-z]+>[^<]*</[a-z]+>", ["<b>bold</b>"]),
+]

@@ -1,0 +1,97 @@
+"""An independent oracle for exact token masks: the ``regex`` package's partial full match.
+
+Token ``t`` is allowed after ``prefix`` iff ``prefix + bytes(t)`` is a prefix of some string
+that fully matches the pattern. Texts are UTF-8, so bytes that are not UTF-8 are never
+allowed, and a trailing incomplete character is allowed iff some character it can still
+become keeps a partial match — all candidates are tried, except for a lone 4-byte lead
+byte, where 8,192 candidates spread over its 262,144 characters (every value of the
+second and third bytes) stand in for them.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import regex
+
+
+def candidates(tail: bytes) -> range | list[int]:
+    """Code points whose UTF-8 encoding starts with the incomplete ``tail``."""
+    need = 4 if tail[0] >= 0xF0 else 3 if tail[0] >= 0xE0 else 2
+    if need == 4 and len(tail) == 1:
+        out = []
+        for b2 in range(0x80, 0xC0):
+            for b3 in range(0x80, 0xC0):
+                for b4 in (0x80, 0xBF):
+                    try:
+                        out.append(ord(bytes((tail[0], b2, b3, b4)).decode()))
+                    except UnicodeDecodeError:
+                        pass
+        return out
+    lo = tail + b"\x80" * (need - len(tail))
+    hi = tail + b"\xbf" * (need - len(tail))
+    return [c for c in range(_lenient(lo), _lenient(hi) + 1)
+            if not 0xD800 <= c <= 0xDFFF and chr(c).encode()[: len(tail)] == tail]
+
+
+def _lenient(data: bytes) -> int:
+    # decode without validation (the bounds may be overlong or surrogates)
+    b0 = data[0]
+    if len(data) == 2:
+        return ((b0 & 0x1F) << 6) | (data[1] & 0x3F)
+    if len(data) == 3:
+        return ((b0 & 0x0F) << 12) | ((data[1] & 0x3F) << 6) | (data[2] & 0x3F)
+    return (((b0 & 0x07) << 18) | ((data[1] & 0x3F) << 12) | ((data[2] & 0x3F) << 6)
+            | (data[3] & 0x3F))
+
+
+def split_utf8(data: bytes) -> tuple[str, bytes] | None:
+    """(decoded text, incomplete trailing char) or None if ``data`` is not UTF-8."""
+    for cut in range(0, min(4, len(data) + 1)):
+        head, tail = data[: len(data) - cut], data[len(data) - cut:]
+        try:
+            text = head.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if not tail:
+            return text, b""
+        try:
+            tail.decode("utf-8")
+            return None  # a complete char can't be a tail here
+        except UnicodeDecodeError as e:
+            if e.reason != "unexpected end of data":
+                return None
+        return text, tail
+    return None
+
+
+class Oracle:
+    """Allowed-token sets for one pattern (Python ``re`` flavour via ``regex``)."""
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self.rx = regex.compile(pattern, flags | regex.V0)
+
+    @lru_cache(maxsize=200_000)  # noqa: B019 - one oracle per pattern, short-lived
+    def viable(self, data: bytes) -> bool:
+        split = split_utf8(data)
+        if split is None:
+            return False
+        text, tail = split
+        if not tail:
+            return self.rx.fullmatch(text, partial=True) is not None
+        return any(self.rx.fullmatch(text + chr(c), partial=True) is not None
+                   for c in candidates(tail))
+
+    def complete(self, data: bytes) -> bool:
+        try:
+            return self.rx.fullmatch(data.decode("utf-8")) is not None
+        except UnicodeDecodeError:
+            return False
+
+    def allowed(self, prefix: bytes, tokens: tuple[bytes, ...], special: list[bool],
+                eos: set[int]) -> set[int]:
+        out = {i for i, t in enumerate(tokens)
+               if not special[i] and t and self.viable(prefix + t)}
+        if self.complete(prefix):
+            out |= eos
+        return out
