@@ -10,9 +10,68 @@ second and third bytes) stand in for them.
 
 from __future__ import annotations
 
-from functools import lru_cache
+import re
+import sys
+from functools import cache, lru_cache
 
 import regex
+
+
+def python_classes(pattern: str) -> str:
+    """Rewrite ``pattern`` so ``\\d \\w \\s`` (and their negations) mean what they mean in
+    Python's ``re`` (the dialect tether follows), not in ``regex`` (which follows Unicode
+    TR#18 and counts combining marks as word characters but not ``½``).
+
+    Each such escape, and each bracket class containing one, is replaced by an explicit
+    class whose members were found by asking ``re`` about every code point.
+    """
+    out = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            if pattern[i + 1] in "dwsDWS":
+                out.append(_explicit("\\" + pattern[i + 1]))
+            else:
+                out.append(pattern[i:i + 2])
+            i += 2
+        elif ch == "[":
+            j = _class_end(pattern, i)
+            text = pattern[i:j]
+            uses = re.search(r"\\[dwsDWS]", text) and not re.search(r"\\[pP]", text)
+            out.append(_explicit(text) if uses else text)
+            i = j
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _class_end(pattern: str, i: int) -> int:
+    j = i + 1
+    if j < len(pattern) and pattern[j] == "^":
+        j += 1
+    if j < len(pattern) and pattern[j] == "]":
+        j += 1
+    while j < len(pattern) and pattern[j] != "]":
+        j += 2 if pattern[j] == "\\" else 1
+    return j + 1
+
+
+@cache
+def _explicit(class_text: str) -> str:
+    member = re.compile(class_text).fullmatch
+    runs: list[tuple[int, int]] = []
+    for c in range(sys.maxunicode + 1):
+        if 0xD800 <= c <= 0xDFFF or not member(chr(c)):
+            continue
+        if runs and runs[-1][1] == c - 1:
+            runs[-1] = (runs[-1][0], c)
+        else:
+            runs.append((c, c))
+    if not runs:
+        return "[^\\s\\S]"
+    return "[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in runs) + "]"
 
 
 def candidates(tail: bytes) -> range | list[int]:
@@ -69,7 +128,7 @@ class Oracle:
     """Allowed-token sets for one pattern (Python ``re`` flavour via ``regex``)."""
 
     def __init__(self, pattern: str, flags: int = 0) -> None:
-        self.rx = regex.compile(pattern, flags | regex.V0)
+        self.rx = regex.compile(python_classes(pattern), flags | regex.V0)
 
     @lru_cache(maxsize=200_000)  # noqa: B019 - one oracle per pattern, short-lived
     def viable(self, data: bytes) -> bool:
