@@ -10,6 +10,7 @@ second and third bytes) stand in for them.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 from functools import cache, lru_cache
@@ -82,10 +83,8 @@ def candidates(tail: bytes) -> range | list[int]:
         for b2 in range(0x80, 0xC0):
             for b3 in range(0x80, 0xC0):
                 for b4 in (0x80, 0xBF):
-                    try:
+                    with contextlib.suppress(UnicodeDecodeError):
                         out.append(ord(bytes((tail[0], b2, b3, b4)).decode()))
-                    except UnicodeDecodeError:
-                        pass
         return out
     lo = tail + b"\x80" * (need - len(tail))
     hi = tail + b"\xbf" * (need - len(tail))

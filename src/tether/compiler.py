@@ -19,6 +19,7 @@ from tether.constraints import Choices, Constraint, Regex
 from tether.engine.compiled import Compiled
 from tether.engine.regular import RegularCompiled
 from tether.errors import CompileError
+from tether.gc_pause import paused_gc
 from tether.vocab import Vocabulary
 
 MAX_CACHED_CONSTRAINTS = 64
@@ -37,7 +38,8 @@ def compile(constraint: Constraint | str, vocab: Vocabulary) -> Compiled:  # noq
         if hit is not None:
             _cache.move_to_end(key)
             return hit
-    compiled = _compile_uncached(constraint, vocab)
+    with paused_gc():
+        compiled = _compile_uncached(constraint, vocab)
     with _cache_lock:
         _cache[key] = compiled
         while len(_cache) > MAX_CACHED_CONSTRAINTS:
@@ -57,5 +59,7 @@ def _compile_uncached(constraint: Constraint, vocab: Vocabulary) -> Compiled:
         raise CompileError(f"cannot compile a {type(constraint).__name__}; expected "
                            "tether.Regex or tether.Choices")
     dfa = LazyDFA(build_nfa(node, source=source), source=source)
-    return RegularCompiled(constraint, vocab, dfa,
-                           compile_seconds=time.perf_counter() - started)
+    compiled = RegularCompiled(constraint, vocab, dfa)
+    compiled.precompute()
+    compiled.compile_seconds = time.perf_counter() - started
+    return compiled

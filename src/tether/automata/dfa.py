@@ -19,6 +19,7 @@ import numpy as np
 
 from tether.automata.nfa import Nfa
 from tether.errors import LimitExceeded
+from tether.gc_pause import paused_gc
 
 DEAD = 0
 UNKNOWN = -1
@@ -55,9 +56,10 @@ class LazyDFA:
 
     def ensure_rows(self, states: Iterable[int]) -> None:
         """Compute the rows of ``states`` that are still unknown."""
-        for s in states:
-            if self.table[s, 0] == UNKNOWN:
-                self._compute_row(int(s))
+        with paused_gc():
+            for s in states:
+                if self.table[s, 0] == UNKNOWN:
+                    self._compute_row(int(s))
 
     def step(self, state: int, byte: int) -> int:
         """The state after reading ``byte`` from ``state``."""

@@ -18,8 +18,6 @@ from tether.errors import CompileError, LimitExceeded
 
 MAX_NFA_STATES = 250_000
 
-_CONT = (0x80, 0xBF)  # the full range of a UTF-8 continuation byte
-
 
 @dataclass
 class Nfa:
@@ -113,39 +111,63 @@ class _Builder:
         return start, end
 
     def charset(self, node: CharSet) -> tuple[int, int]:
-        start, end = self.new(), self.new()
-        prefix: dict[tuple[int, int, int], int] = {}
-        tails: dict[int, int] = {0: end}  # k -> state reading k full continuation bytes
-        for seq in _charset_sequences(node.ranges):
-            self.add_sequence(start, seq, prefix, tails)
-        return start, end
+        n_local, template = _charset_template(node.ranges)
+        base = len(self.edges)
+        for _ in range(n_local):
+            self.new()
+        for src, lo, hi, dst in template:
+            self.edges[base + src].append((lo, hi, base + dst))
+        return base, base + 1
 
-    def add_sequence(self, start: int, seq: tuple[tuple[int, int], ...],
-                     prefix: dict[tuple[int, int, int], int], tails: dict[int, int]) -> None:
-        state = start
-        for k, (lo, hi) in enumerate(seq):
-            rest = len(seq) - k - 1
-            if all(r == _CONT for r in seq[k + 1:]):
-                self.edges[state].append((lo, hi, self.tail(rest, tails)))
-                return
-            key = (state, lo, hi)
-            nxt = prefix.get(key)
-            if nxt is None:
-                nxt = prefix[key] = self.new()
-                self.edges[state].append((lo, hi, nxt))
-            state = nxt
 
-    def tail(self, k: int, tails: dict[int, int]) -> int:
-        if k not in tails:
-            state = self.new()
-            self.edges[state].append((*_CONT, self.tail(k - 1, tails)))
-            tails[k] = state
-        return tails[k]
+def _charset_template(ranges: tuple[tuple[int, int], ...]
+                      ) -> tuple[int, tuple[tuple[int, int, int, int], ...]]:
+    """The byte automaton of a character set: local state 0 is the start, 1 the end.
+
+    ASCII ranges are single edges; the multi-byte part is built (and cached) separately,
+    so sets that differ only in ASCII (``\\w``, ``[\\w.-]``, ``[\\w+]``…) share it.
+    Returns (number of local states, edges as (src, byte_lo, byte_hi, dst)).
+    """
+    ascii_edges = tuple((0, lo, min(hi, 0x7F), 1) for lo, hi in ranges if lo <= 0x7F)
+    wide = tuple((max(lo, 0x80), hi) for lo, hi in ranges if hi >= 0x80)
+    n_states, wide_edges = _multibyte_template(wide) if wide else (2, ())
+    return n_states, ascii_edges + wide_edges
 
 
 @lru_cache(maxsize=256)
-def _charset_sequences(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[tuple[int, int], ...], ...]:
-    return tuple(seq for lo, hi in ranges for seq in utf8_sequences(lo, hi))
+def _multibyte_template(ranges: tuple[tuple[int, int], ...]
+                        ) -> tuple[int, tuple[tuple[int, int, int, int], ...]]:
+    """The minimal byte automaton of a set of code points ≥ U+0080.
+
+    The UTF-8 byte-range sequences of the set are put in a trie, whose states are then
+    merged bottom-up when they accept the same suffixes (an acyclic automaton is
+    minimised by hashing each state's outgoing edges).
+    """
+    trie: list[dict[tuple[int, int], int]] = [{}]
+    for lo, hi in ranges:
+        for seq in utf8_sequences(lo, hi):
+            state = 0
+            for byte_range in seq:
+                nxt = trie[state].get(byte_range)
+                if nxt is None:
+                    nxt = trie[state][byte_range] = len(trie)
+                    trie.append({})
+                state = nxt
+    # Children are created after their parents: merge in reverse creation order.
+    canonical = [0] * len(trie)
+    ids: dict[tuple[tuple[int, int, int], ...], int] = {(): 1}  # the leaf is the end
+    edges: list[tuple[int, int, int, int]] = []
+    n_states = 2
+    for state in range(len(trie) - 1, 0, -1):
+        signature = tuple(sorted((lo, hi, canonical[t]) for (lo, hi), t in trie[state].items()))
+        local = ids.get(signature)
+        if local is None:
+            local = ids[signature] = n_states
+            n_states += 1
+            edges.extend((local, lo, hi, dst) for lo, hi, dst in signature)
+        canonical[state] = local
+    edges.extend((0, lo, hi, canonical[t]) for (lo, hi), t in trie[0].items())
+    return n_states, tuple(edges)
 
 
 def _trim(nfa: Nfa) -> bool:

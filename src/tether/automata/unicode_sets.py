@@ -9,6 +9,7 @@ Unicode version of this Python.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import unicodedata
 from collections.abc import Callable
@@ -25,9 +26,10 @@ _PREDICATES: dict[str, Callable[[str], bool]] = {
     "space": str.isspace,
 }
 
-GENERAL_CATEGORIES = frozenset(
-    "Lu Ll Lt Lm Lo Mn Mc Me Nd Nl No Pc Pd Ps Pe Pi Pf Po Sm Sc Sk So Zs Zl Zp "
-    "Cc Cf Cs Co Cn".split())
+GENERAL_CATEGORIES = frozenset((
+    "Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd", "Ps",
+    "Pe", "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf", "Cs",
+    "Co", "Cn"))
 _ALIASES = {"Letter": "L", "Number": "N", "Punctuation": "P", "Symbol": "S",
             "Separator": "Z", "Mark": "M", "Other": "C", "L&": "LC"}
 
@@ -62,10 +64,8 @@ def _cached(key: str, compute: Callable[[], Ranges]) -> Ranges:
             pass
     ranges = compute()
     if path is not None:
-        try:
+        with contextlib.suppress(OSError):
             path.write_text(json.dumps(ranges))
-        except OSError:
-            pass
     return ranges
 
 

@@ -9,6 +9,8 @@ of one.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from tether.automata.regex_ast import SURROGATES
 
 ByteSeq = tuple[tuple[int, int], ...]
@@ -16,7 +18,8 @@ ByteSeq = tuple[tuple[int, int], ...]
 _LENGTH_LIMITS = (0x7F, 0x7FF, 0xFFFF, 0x10FFFF)
 
 
-def utf8_sequences(lo: int, hi: int) -> list[ByteSeq]:
+@lru_cache(maxsize=1 << 16)
+def utf8_sequences(lo: int, hi: int) -> tuple[ByteSeq, ...]:
     """Byte-range sequences covering exactly the UTF-8 encodings of ``[lo, hi]``."""
     out: list[ByteSeq] = []
     stack = [(lo, hi)]
@@ -39,7 +42,7 @@ def utf8_sequences(lo: int, hi: int) -> list[ByteSeq]:
             continue
         ea, eb = chr(a).encode(), chr(b).encode()
         out.append(tuple(zip(ea, eb, strict=True)))
-    return out
+    return tuple(out)
 
 
 def _split_by_length(a: int, b: int) -> list[tuple[int, int]] | None:

@@ -25,13 +25,15 @@ from tether.vocab import Vocabulary
 
 MAX_CACHED_MASKS = 4096
 MAX_FORCED_TOKENS = 64
+PRECOMPUTE_SECONDS = 0.005  # compile-time budget for masks of states reachable by tokens
+PRECOMPUTE_STATES = 512
 
 
 class RegularCompiled(Compiled):
     """A regular constraint compiled for a vocabulary."""
 
     def __init__(self, constraint: Any, vocab: Vocabulary, dfa: LazyDFA, *,
-                 compile_seconds: float) -> None:
+                 compile_seconds: float = 0.0) -> None:
         self.constraint = constraint
         self.vocab = vocab
         self.dfa = dfa
@@ -39,11 +41,38 @@ class RegularCompiled(Compiled):
         self._eos_words = bitmask.from_ids(sorted(vocab.eos_ids), vocab.size)
         self._empty = np.zeros(bitmask.n_words(vocab.size), dtype=np.uint32)
         self._empty.flags.writeable = False
-        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._masks: OrderedDict[int, np.ndarray] = OrderedDict()  # insertion order: FIFO
         self._forced: dict[int, Forced] = {}
         self._lock = threading.RLock()
-        self._compile_seconds = compile_seconds
+        self.compile_seconds = compile_seconds
         self._mask_seconds = 0.0
+
+    def precompute(self, budget_s: float = PRECOMPUTE_SECONDS,
+                   max_states: int = PRECOMPUTE_STATES) -> int:
+        """Compute masks ahead, breadth first over the states that tokens lead to from the
+        start, until the time budget or the state count is spent. Returns masks computed.
+
+        Generation then mostly looks masks up; states the budget did not reach are
+        computed when first needed.
+        """
+        deadline = time.perf_counter() + budget_s
+        frontier = [self.dfa.start]
+        seen = {self.dfa.start}
+        done = 0
+        with self._lock:
+            while frontier and done < max_states and time.perf_counter() < deadline:
+                state = frontier.pop(0)
+                if state in self._masks:
+                    continue
+                started = time.perf_counter()
+                words, successors = self._walker.mask_and_successors(state)
+                self._store(state, words, started)
+                done += 1
+                for nxt in successors.tolist():
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        frontier.append(nxt)
+        return done
 
     def matcher(self) -> RegularMatcher:
         return RegularMatcher(self)
@@ -64,7 +93,7 @@ class RegularCompiled(Compiled):
             "states": self.dfa.n_states - 1,
             "byte_classes": self.dfa.n_classes,
             "cached_masks": len(self._masks),
-            "compile_seconds": self._compile_seconds,
+            "compile_seconds": self.compile_seconds,
             "mask_seconds": self._mask_seconds,
         }
 
@@ -72,20 +101,25 @@ class RegularCompiled(Compiled):
     def state_mask(self, state: int) -> np.ndarray:
         """The mask of ``state`` (read-only; EOS bits set iff the state accepts)."""
         words = self._masks.get(state)
-        if words is not None:
-            return words
-        with self._lock:
-            words = self._masks.get(state)
-            if words is None:
-                started = time.perf_counter()
-                words = self._walker.mask(state)
-                if self.dfa.accepting[state]:
-                    words |= self._eos_words
-                words.flags.writeable = False
-                self._masks[state] = words
-                if len(self._masks) > MAX_CACHED_MASKS:
-                    self._masks.popitem(last=False)
-                self._mask_seconds += time.perf_counter() - started
+        if words is None:
+            with self._lock:
+                words = self._masks.get(state)
+                if words is None:
+                    words = self._compute_mask(state)
+        return words
+
+    def _compute_mask(self, state: int) -> np.ndarray:
+        started = time.perf_counter()
+        return self._store(state, self._walker.mask(state), started)
+
+    def _store(self, state: int, words: np.ndarray, started: float) -> np.ndarray:
+        if self.dfa.accepting[state]:
+            words |= self._eos_words
+        words.flags.writeable = False
+        self._masks[state] = words
+        if len(self._masks) > MAX_CACHED_MASKS:
+            self._masks.popitem(last=False)
+        self._mask_seconds += time.perf_counter() - started
         return words
 
     def state_forced(self, state: int) -> Forced:

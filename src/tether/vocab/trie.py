@@ -16,7 +16,6 @@ The arrays are saved to the on-disk cache keyed by the vocabulary's fingerprint.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,6 +25,7 @@ from tether.cache_dir import cache_dir
 if TYPE_CHECKING:
     from tether.vocab.vocabulary import Vocabulary
 
+_FORMAT = 2  # bump when the saved arrays change
 _FIELDS = ("node_byte", "parent", "first_child", "n_children", "level_start",
            "token_ids", "token_node")
 
@@ -35,12 +35,12 @@ class TokenTrie:
     """Breadth-first byte trie over the non-special tokens (see the module docstring)."""
 
     node_byte: np.ndarray    # uint8 [N]; node 0's entry is unused
-    parent: np.ndarray       # int32 [N]; parent[0] == -1
-    first_child: np.ndarray  # int32 [N]
-    n_children: np.ndarray   # int32 [N]
-    level_start: np.ndarray  # int32 [depth + 2]
-    token_ids: np.ndarray    # int32 [T], sorted by token id
-    token_node: np.ndarray   # int32 [T], node where token_ids[k] ends
+    parent: np.ndarray       # int64 [N]; parent[0] == -1
+    first_child: np.ndarray  # int64 [N]
+    n_children: np.ndarray   # int64 [N]
+    level_start: np.ndarray  # int64 [depth + 2]
+    token_ids: np.ndarray    # int64 [T], sorted by token id
+    token_node: np.ndarray   # int64 [T], node where token_ids[k] ends
 
     @property
     def n_nodes(self) -> int:
@@ -51,21 +51,11 @@ class TokenTrie:
         """Length in bytes of the longest token."""
         return int(self.level_start.shape[0]) - 2
 
-    @cached_property
-    def tokens_by_node(self) -> tuple[np.ndarray, np.ndarray]:
-        """CSR view ``(start, ids)``: the tokens ending at node ``n`` are
-        ``ids[start[n]:start[n + 1]]``."""
-        order = np.argsort(self.token_node, kind="stable")
-        counts = np.bincount(self.token_node, minlength=self.n_nodes)
-        start = np.zeros(self.n_nodes + 1, dtype=np.int64)
-        np.cumsum(counts, out=start[1:])
-        return start, self.token_ids[order].astype(np.int64)
-
     @classmethod
     def for_vocabulary(cls, vocab: Vocabulary) -> TokenTrie:
         """The trie of ``vocab``, from the on-disk cache when it is there."""
         folder = cache_dir()
-        path = folder / f"trie-{vocab.fingerprint}.npz" if folder else None
+        path = folder / f"trie{_FORMAT}-{vocab.fingerprint}.npz" if folder else None
         if path is not None and path.exists():
             try:
                 with np.load(path) as data:
@@ -94,7 +84,7 @@ class TokenTrie:
         dfs_byte = [0]
         path = [0]  # path[d] = node at depth d on the current branch
         prev = b""
-        token_ids = np.empty(len(items), dtype=np.int32)
+        token_ids = np.empty(len(items), dtype=np.int64)
         token_dfs_node = np.empty(len(items), dtype=np.int64)
         for k, (text, tid) in enumerate(items):
             common = 0
@@ -121,21 +111,21 @@ class TokenTrie:
         parent = np.where(parent_dfs >= 0, new_id[np.maximum(parent_dfs, 0)], -1)
         node_byte = np.asarray(dfs_byte, dtype=np.uint8)[order]
         n_nodes = order.size
-        n_children = np.bincount(parent[1:], minlength=n_nodes).astype(np.int32)
-        first_child = np.zeros(n_nodes, dtype=np.int32)
+        n_children = np.bincount(parent[1:], minlength=n_nodes).astype(np.int64)
+        first_child = np.zeros(n_nodes, dtype=np.int64)
         has = n_children > 0
         # Children of the nodes are laid out in parent order after the root.
         starts = 1 + np.concatenate(([0], np.cumsum(n_children)[:-1]))
         first_child[has] = starts[has]
         max_depth = int(depth_a.max())
-        level_start = np.searchsorted(depth_a[order], np.arange(max_depth + 2)).astype(np.int32)
+        level_start = np.searchsorted(depth_a[order], np.arange(max_depth + 2)).astype(np.int64)
         tok_order = np.argsort(token_ids, kind="stable")
         return cls(
             node_byte=node_byte,
-            parent=parent.astype(np.int32),
+            parent=parent.astype(np.int64),
             first_child=first_child,
             n_children=n_children,
             level_start=level_start,
             token_ids=token_ids[tok_order],
-            token_node=new_id[token_dfs_node[tok_order]].astype(np.int32),
+            token_node=new_id[token_dfs_node[tok_order]].astype(np.int64),
         )
