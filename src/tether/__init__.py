@@ -23,6 +23,8 @@ from tether.errors import (
     TokenIdError,
     VocabularyError,
 )
+from tether.runtime.generate import GenerationResult, generate
+from tether.sampling import Pipeline, Step
 from tether.vocab import Vocabulary
 
 __all__ = [
@@ -32,13 +34,18 @@ __all__ = [
     "Compiled",
     "ConstraintViolation",
     "Forced",
+    "GenerationResult",
     "LimitExceeded",
     "Matcher",
     "ModelError",
     "NoLegalContinuation",
+    "Pipeline",
     "Regex",
+    "Step",
     "TetherError",
     "TokenIdError",
     "Vocabulary",
+    "VocabularyError",
     "compile",
+    "generate",
 ]

@@ -23,6 +23,8 @@ from tether.gc_pause import paused_gc
 from tether.vocab import Vocabulary
 
 MAX_CACHED_CONSTRAINTS = 64
+# Compile-time work (masks computed ahead) stops once compiling has taken this long.
+COMPILE_TIME_TARGET_S = 0.020
 
 _cache: OrderedDict[tuple[Constraint, str], Compiled] = OrderedDict()
 _cache_lock = threading.Lock()
@@ -60,6 +62,6 @@ def _compile_uncached(constraint: Constraint, vocab: Vocabulary) -> Compiled:
                            "tether.Regex or tether.Choices")
     dfa = LazyDFA(build_nfa(node, source=source), source=source)
     compiled = RegularCompiled(constraint, vocab, dfa)
-    compiled.precompute()
+    compiled.precompute(deadline=started + COMPILE_TIME_TARGET_S)
     compiled.compile_seconds = time.perf_counter() - started
     return compiled

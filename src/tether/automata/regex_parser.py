@@ -148,8 +148,7 @@ class _Parser:
             return {"*": (0, None), "+": (1, None), "?": (0, 1)}[ch]
         if ch != "{":
             return None
-        counted = self.read_counted()
-        return counted
+        return self.read_counted()
 
     def read_counted(self) -> tuple[int, int | None] | None:
         """``{n}``, ``{n,}``, ``{,m}``, ``{n,m}``; None (no quantifier) if not that shape."""
@@ -201,10 +200,8 @@ class _Parser:
         open_at = self.i
         self.i += 1
         saved = _Flags(self.flags.dotall, self.flags.ascii)
-        if self.peek() == "?":
-            self.parse_group_prefix(open_at)
-        if self.peek(-1) == ")" and self.p.startswith("(?#", open_at):
-            return EMPTY  # a comment group
+        if self.peek() == "?" and self.parse_group_prefix(open_at):
+            return EMPTY  # a comment group, already read
         node = self.parse_alternation()
         if self.peek() != ")":
             raise self.error("missing ), unterminated subpattern", open_at)
@@ -212,8 +209,9 @@ class _Parser:
         self.flags = saved
         return node
 
-    def parse_group_prefix(self, open_at: int) -> None:
-        """Read what follows ``(?``; leaves ``self.i`` at the group's body."""
+    def parse_group_prefix(self, open_at: int) -> bool:
+        """Read what follows ``(?``; leaves ``self.i`` at the group's body. Returns True
+        for a comment group ``(?#...)``, read to its end."""
         self.i += 1
         ch = self.peek()
         if ch == ":":
@@ -236,8 +234,10 @@ class _Parser:
             if close < 0:
                 raise self.error("missing ), unterminated comment", open_at)
             self.i = close + 1
+            return True
         else:
             self.parse_scoped_flags(open_at)
+        return False
 
     def read_group_name(self, open_at: int) -> None:
         close = self.p.find(">", self.i)
@@ -406,7 +406,7 @@ class _Parser:
             raise self.error("unterminated character set")
         if self.peek() == "\\":
             item = self.read_escape(in_class=True)
-            assert not isinstance(item, (CharSet, Concat, Alternate, Repeat, Anchor))
+            assert isinstance(item, (int, tuple)), "class escapes are characters or sets"
             return item
         ch = self.peek()
         self.i += 1

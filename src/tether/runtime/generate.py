@@ -1,0 +1,304 @@
+"""`generate`: the generation loop — one decision per token, in one direction (SPEC §1, §9).
+
+Each step: stop when the constraint is finished; otherwise, when the constraint forces
+bytes (jump-forward), tokenize them and append those tokens without sampling, evaluated
+in one batch with the next forward pass; otherwise read the logits, sample through the
+:class:`~tether.sampling.Pipeline` under the matcher's mask, and consume the token.
+End-of-generation tokens stop the run when the matcher allows them (exactly when the
+text is complete). Without a constraint the same loop runs with a mask that only
+removes control tokens other than end of generation.
+
+Defaults: the embedded SmolLM2 model, its chat template, and
+``Pipeline(temperature=0.7, min_p=0.05)`` — mild randomness, with min-p cutting the
+long tail that small models put mass on.
+"""
+
+from __future__ import annotations
+
+import atexit
+import codecs
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from tether.compiler import compile as compile_constraint
+from tether.constraints import Constraint
+from tether.engine import bitmask
+from tether.engine.compiled import Compiled
+from tether.engine.matcher import Matcher
+from tether.errors import TetherError
+from tether.runtime.embedded import embedded_model_path
+from tether.sampling import Pipeline
+from tether.vocab import Vocabulary
+
+if TYPE_CHECKING:
+    from tether.runtime.llama import LlamaModel
+
+DEFAULT_SAMPLING = Pipeline(temperature=0.7, min_p=0.05)
+
+STOP_REASONS = ("eos", "constraint_complete", "budget", "context")
+
+
+class Model(Protocol):
+    """What the loop needs from a model (see :class:`~tether.runtime.llama.LlamaModel`)."""
+
+    vocab: Vocabulary
+    n_ctx: int
+
+    def tokenize(self, data: bytes, *, special: bool = False,
+                 add_bos: bool = False) -> list[int]: ...
+
+    def eval(self, tokens: Sequence[int]) -> None: ...
+
+    def logits(self) -> np.ndarray: ...
+
+    def reset(self) -> None: ...
+
+    def chat_prompt(self, prompt: str, system: str | None = None) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """Diagnostics of one generated token. Forced tokens were not sampled: the model was
+    not consulted, so they have no KL, feasible count or log-prob."""
+
+    token: int
+    forced: bool
+    kl: float | None = None
+    feasible: int | None = None
+    logprob: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"token": self.token, "forced": self.forced, "kl": self.kl,
+                "feasible": self.feasible, "logprob": self.logprob}
+
+
+@dataclass
+class GenerationResult:
+    """The generated text and how it came about.
+
+    ``tokens`` are the tokens of ``text`` (the final end-of-generation token excluded);
+    ``kl`` has one :class:`StepInfo` per token, plus one for that end token when the run
+    stopped on it. Timings are in seconds; ``tokens_per_s`` counts generated tokens over
+    the decoding time (prompt evaluation and compilation excluded).
+    """
+
+    text: str
+    tokens: list[int]
+    stop_reason: str
+    kl: list[StepInfo] = field(default_factory=list)
+    prompt_tokens: int = 0
+    compile_s: float = 0.0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+
+    @property
+    def kl_total(self) -> float:
+        """Sum of the per-step ``KL(p_constrained ‖ p)`` over sampled steps."""
+        return math.fsum(s.kl for s in self.kl if s.kl is not None)
+
+    @property
+    def kl_max(self) -> float:
+        return max((s.kl for s in self.kl if s.kl is not None), default=0.0)
+
+    @property
+    def n_forced(self) -> int:
+        return sum(s.forced for s in self.kl)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return len(self.tokens) / self.decode_s if self.decode_s > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text, "tokens": self.tokens, "stop_reason": self.stop_reason,
+            "kl": [s.to_dict() for s in self.kl], "kl_total": self.kl_total,
+            "kl_max": self.kl_max, "n_forced": self.n_forced,
+            "tokens_per_s": self.tokens_per_s, "prompt_tokens": self.prompt_tokens,
+            "compile_s": self.compile_s, "prefill_s": self.prefill_s,
+            "decode_s": self.decode_s,
+        }
+
+
+_models: dict[Path, LlamaModel] = {}
+_models_lock = threading.Lock()
+
+
+def load_model(path: str | os.PathLike[str] | None = None) -> LlamaModel:
+    """The :class:`LlamaModel` for a GGUF file (default: the embedded model), loaded once
+    per path and kept for later calls (closed at exit)."""
+    from tether.runtime.llama import LlamaModel
+
+    resolved = Path(path or embedded_model_path()).resolve()
+    with _models_lock:
+        if resolved not in _models:
+            if not _models:
+                atexit.register(_close_models)
+            _models[resolved] = LlamaModel(resolved)
+        return _models[resolved]
+
+
+def _close_models() -> None:
+    with _models_lock:
+        for model in _models.values():
+            model.close()
+        _models.clear()
+
+
+def generate(
+    prompt: str,
+    constraint: Constraint | Compiled | str | None = None,
+    model: Model | str | os.PathLike[str] | None = None,
+    max_tokens: int = 256,
+    sampling: Pipeline | None = None,
+    seed: int | None = None,
+    temperature: float | None = None,
+    system: str | None = None,
+    chat: bool = True,
+    on_text: Callable[[str], None] | None = None,
+) -> GenerationResult:
+    """Generate a completion of ``prompt`` that satisfies ``constraint``.
+
+    ``constraint``: a :class:`~tether.Regex` / :class:`~tether.Choices` (a plain ``str``
+    is a regex), an already compiled constraint, or ``None`` for free text. ``model``: a
+    loaded model, a GGUF path, or ``None`` for the embedded one. ``max_tokens`` counts
+    every generated token, forced ones included. ``temperature`` overrides the
+    pipeline's. ``chat`` wraps the prompt (and ``system``) in the model's
+    chat template. ``on_text`` receives the text as it is produced (streaming).
+    """
+    if max_tokens < 0:
+        raise TetherError(f"max_tokens must be ≥ 0, not {max_tokens}")
+    lm = model if _is_model(model) else load_model(model)
+    pipeline = sampling or DEFAULT_SAMPLING
+    if temperature is not None:
+        pipeline = replace(pipeline, temperature=temperature)
+    started = time.perf_counter()
+    matcher = _matcher(constraint, lm.vocab)
+    compiled_at = time.perf_counter()
+    prompt_ids = (lm.chat_prompt(prompt, system) if chat
+                  else lm.tokenize(prompt.encode("utf-8"), add_bos=True))
+    if len(prompt_ids) >= lm.n_ctx:
+        raise TetherError(f"the prompt ({len(prompt_ids)} tokens) does not fit the "
+                          f"context window ({lm.n_ctx} tokens)")
+    lm.reset()
+    lm.eval(prompt_ids)
+    prefilled_at = time.perf_counter()
+    decoder = _Decoder(lm, matcher, pipeline, np.random.default_rng(seed), on_text)
+    stop_reason = decoder.run(max_tokens, lm.n_ctx - len(prompt_ids))
+    decoder.flush()
+    finished_at = time.perf_counter()
+    return GenerationResult(
+        text=decoder.text(), tokens=decoder.tokens, stop_reason=stop_reason,
+        kl=decoder.steps, prompt_tokens=len(prompt_ids), compile_s=compiled_at - started,
+        prefill_s=prefilled_at - compiled_at, decode_s=finished_at - prefilled_at)
+
+
+def _is_model(model: object) -> bool:
+    return model is not None and not isinstance(model, str | os.PathLike)
+
+
+def _matcher(constraint: Constraint | Compiled | str | None, vocab: Vocabulary) -> Matcher | None:
+    if constraint is None:
+        return None
+    compiled = (constraint if isinstance(constraint, Compiled)
+                else compile_constraint(constraint, vocab))
+    if compiled.vocab.fingerprint != vocab.fingerprint:
+        raise TetherError("the constraint was compiled for another vocabulary than the model's")
+    matcher = compiled.matcher()
+    matcher.mask()  # time to first mask counts as compilation, not decoding
+    return matcher
+
+
+class _Decoder:
+    """The state of one run: the tokens so far, tokens not yet evaluated, diagnostics."""
+
+    def __init__(self, lm: Model, matcher: Matcher | None, pipeline: Pipeline,
+                 rng: np.random.Generator, on_text: Callable[[str], None] | None) -> None:
+        self.lm, self.matcher, self.pipeline, self.rng = lm, matcher, pipeline, rng
+        self.on_text = on_text
+        self.tokens: list[int] = []
+        self.steps: list[StepInfo] = []
+        self.pending: list[int] = []  # generated but not yet evaluated by the model
+        self.chunks: list[bytes] = []
+        self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # Free text still excludes control tokens other than end of generation.
+        self.free_mask = (bitmask.from_bool(~lm.vocab.special | lm.vocab.end_of_generation)
+                          if matcher is None else None)
+
+    def run(self, max_tokens: int, room: int) -> str:
+        """Generate until a stop condition; return the stop reason."""
+        budget = min(max_tokens, room)
+        while True:
+            if self.matcher is not None and self.matcher.is_finished():
+                return "constraint_complete"
+            if len(self.tokens) >= budget:
+                return "budget" if budget == max_tokens else "context"
+            if self._jump_forward(budget - len(self.tokens)):
+                continue
+            if self._sample_one():
+                return "eos"
+
+    def text(self) -> str:
+        return b"".join(self.chunks).decode("utf-8", errors="replace")
+
+    def flush(self) -> None:
+        """Stream what the incremental decoder still holds (a cut-off UTF-8 sequence)."""
+        rest = self.utf8.decode(b"", final=True)
+        if rest and self.on_text is not None:
+            self.on_text(rest)
+
+    def _jump_forward(self, room: int) -> bool:
+        """Append the tokens of the forced bytes, holding back the last one (it may
+        merge with what follows) unless the constraint is finished after it or the
+        budget ends with it."""
+        if self.matcher is None:
+            return False
+        forced = self.matcher.forced().bytes
+        if not forced:
+            return False
+        taken: list[int] = []
+        for token in self.lm.tokenize(forced, special=False)[:room]:
+            if not self.matcher.allowed(token):
+                break
+            self.matcher.consume(token)
+            taken.append(token)
+        if taken and len(taken) < room and not self.matcher.is_finished():
+            self.matcher.rollback(1)
+            taken.pop()
+        for token in taken:
+            self._append(token, StepInfo(token=token, forced=True))
+        return bool(taken)
+
+    def _sample_one(self) -> bool:
+        """Sample and consume one token; True if it ends the generation."""
+        self.lm.eval(self.pending)
+        self.pending = []
+        mask = self.free_mask if self.matcher is None else self.matcher.mask()
+        step = self.pipeline.sample(self.lm.logits(), mask, history=self.tokens, rng=self.rng)
+        info = StepInfo(token=step.token, forced=False, kl=step.kl, feasible=step.feasible,
+                        logprob=step.logprob)
+        if self.matcher is not None:
+            self.matcher.consume(step.token)
+        if self.lm.vocab.is_eos(step.token):
+            self.steps.append(info)
+            return True
+        self._append(step.token, info)
+        return False
+
+    def _append(self, token: int, info: StepInfo) -> None:
+        self.tokens.append(token)
+        self.pending.append(token)
+        self.steps.append(info)
+        piece = self.lm.vocab.token_bytes(token)
+        self.chunks.append(piece)
+        if self.on_text is not None:
+            text = self.utf8.decode(piece)
+            if text:
+                self.on_text(text)

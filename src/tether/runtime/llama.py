@@ -1,0 +1,130 @@
+"""`LlamaModel`: the llama-cpp-python adapter the generation loop drives (SPEC §10).
+
+It keeps one sequence in llama.cpp's KV cache: ``eval`` appends tokens (one batch per
+call), ``logits`` is a zero-copy float32 view of the last evaluated position's logits
+(valid until the next ``eval``), ``reset`` empties the cache. Prompts go through the
+model's own chat template (``tokenizer.chat_template`` in the GGUF metadata), rendered
+with jinja2. ``llama_cpp`` is imported only when a model is loaded.
+
+Threads default to 1 (``$TETHER_THREADS`` or ``n_threads=`` to change): on a shared
+small machine one thread is several times faster than two that compete.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tether.errors import ModelError
+from tether.vocab import Vocabulary
+
+DEFAULT_CONTEXT = 4096
+
+
+class LlamaModel:
+    """One GGUF model loaded with llama-cpp-python, holding one sequence."""
+
+    def __init__(self, path: str | os.PathLike[str], *, n_threads: int | None = None,
+                 n_ctx: int = DEFAULT_CONTEXT, **llama_kwargs: Any) -> None:
+        llama_cpp = _import_llama_cpp()
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise ModelError(f"no model file at {self.path}")
+        threads = n_threads or int(os.environ.get("TETHER_THREADS", "1"))
+        try:
+            self.llama = llama_cpp.Llama(
+                model_path=str(self.path), n_ctx=n_ctx, n_threads=threads,
+                n_threads_batch=threads, logits_all=False, verbose=False, **llama_kwargs)
+        except (ValueError, RuntimeError, OSError) as e:
+            raise ModelError(f"llama.cpp could not load {self.path}: {e}") from e
+        self._llama_cpp = llama_cpp
+        self.n_ctx: int = int(self.llama.n_ctx())
+        self._n_vocab = int(self.llama.n_vocab())
+
+    @cached_property
+    def vocab(self) -> Vocabulary:
+        """The model's vocabulary (built once per model)."""
+        return Vocabulary.from_llama(self.llama)
+
+    def tokenize(self, data: bytes, *, special: bool = False, add_bos: bool = False) -> list[int]:
+        """Token ids of ``data``; ``special`` parses control-token text such as
+        ``<|im_end|>``; ``add_bos`` adds BOS if the model asks for one."""
+        if not data:
+            return []
+        return list(self.llama.tokenize(data, add_bos=add_bos, special=special))
+
+    def eval(self, tokens: Sequence[int]) -> None:
+        """Append ``tokens`` to the sequence in one forward pass."""
+        if not tokens:
+            return
+        if self.llama.n_tokens + len(tokens) > self.n_ctx:
+            raise ModelError(f"the context window ({self.n_ctx} tokens) is full")
+        self.llama.eval(list(tokens))
+
+    def logits(self) -> np.ndarray:
+        """The logits at the last evaluated position (a read-only view; copy to keep)."""
+        if self.llama.n_tokens == 0:
+            raise ModelError("no token has been evaluated yet")
+        pointer = self._llama_cpp.llama_get_logits_ith(self.llama.ctx, -1)
+        view = np.ctypeslib.as_array(pointer, shape=(self._n_vocab,))
+        view.flags.writeable = False
+        return view
+
+    def reset(self) -> None:
+        """Forget the sequence (the KV cache is overwritten by the next ``eval``)."""
+        self.llama.reset()
+
+    def close(self) -> None:
+        """Free the model and its context now (llama.cpp's own finalizer can fail when it
+        runs during interpreter shutdown)."""
+        self.llama.close()
+
+    def chat_prompt(self, prompt: str, system: str | None = None) -> list[int]:
+        """The prompt as a chat turn, with the generation prompt of the assistant."""
+        template = self.llama.metadata.get("tokenizer.chat_template")
+        if not template:
+            return self.tokenize(prompt.encode("utf-8"), add_bos=True)
+        messages = ([{"role": "system", "content": system}] if system else [])
+        messages.append({"role": "user", "content": prompt})
+        bos, eos = (self._token_text(i) for i in (self.llama.token_bos(), self.llama.token_eos()))
+        text = _render_chat(template, messages, bos_token=bos, eos_token=eos)
+        return self.tokenize(text.encode("utf-8"), special=True,
+                             add_bos=not (bos and text.startswith(bos)))
+
+    def _token_text(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return self.llama.detokenize([token], special=True).decode("utf-8", errors="replace")
+
+
+def _render_chat(template: str, messages: list[dict[str, str]], **tokens: str) -> str:
+    try:
+        from jinja2.exceptions import TemplateError
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+    except ImportError as e:
+        raise ModelError("chat templates need jinja2: pip install 'tether[llama]'") from e
+
+    def raise_exception(message: str) -> None:
+        raise ModelError(f"chat template: {message}")
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = raise_exception
+    try:
+        return env.from_string(template).render(messages=messages, add_generation_prompt=True,
+                                                **tokens)
+    except TemplateError as e:
+        raise ModelError(f"the model's chat template failed: {e}") from e
+
+
+def _import_llama_cpp() -> Any:
+    try:
+        import llama_cpp
+    except ImportError as e:
+        raise ModelError("running a GGUF model needs llama-cpp-python: "
+                         "pip install 'tether[llama]'") from e
+    return llama_cpp
