@@ -1,16 +1,22 @@
-"""Where tether keeps its on-disk caches (``$TETHER_CACHE_DIR``, else ``~/.cache/tether``)."""
+"""tether's on-disk cache (``$TETHER_CACHE_DIR``, else ``~/.cache/tether``).
+
+Derived data that is costly to compute and depends only on its key — a vocabulary's
+trie, Unicode class tables, UTF-8 automata of large character sets — is kept here so a
+new process does not compute it again. ``TETHER_CACHE_DIR=off`` disables it. A damaged
+or unreadable entry is recomputed, never trusted.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def cache_dir() -> Path | None:
-    """The cache folder, created on demand; ``None`` if caching is off or impossible.
-
-    Set ``TETHER_CACHE_DIR=off`` to disable on-disk caching.
-    """
+    """The cache folder, created on demand; ``None`` if caching is off or impossible."""
     configured = os.environ.get("TETHER_CACHE_DIR")
     if configured == "off":
         return None
@@ -20,3 +26,26 @@ def cache_dir() -> Path | None:
     except OSError:
         return None
     return path
+
+
+def json_cached(name: str, compute: Callable[[], Any]) -> Any:
+    """``compute()``, kept on disk as JSON under ``name`` (a file name without suffix).
+
+    The value comes back as JSON gives it (lists for tuples): callers convert.
+    """
+    folder = cache_dir()
+    path = folder / f"{name}.json" if folder else None
+    if path is not None and path.exists():
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            pass
+    value = compute()
+    if path is not None:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(value))
+            tmp.replace(path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+    return value

@@ -9,14 +9,17 @@ the invariant the DFA and the token masks rely on.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
 
 from tether.automata.regex_ast import Alternate, Anchor, CharSet, Concat, Node, Repeat
 from tether.automata.utf8 import utf8_sequences
+from tether.cache_dir import json_cached
 from tether.errors import CompileError, LimitExceeded
 
 MAX_NFA_STATES = 250_000
+_DISK_CACHED_RANGES = 32  # character sets with this many ranges are cached on disk
 
 
 @dataclass
@@ -120,6 +123,7 @@ class _Builder:
         return base, base + 1
 
 
+@lru_cache(maxsize=256)
 def _charset_template(ranges: tuple[tuple[int, int], ...]
                       ) -> tuple[int, tuple[tuple[int, int, int, int], ...]]:
     """The byte automaton of a character set: local state 0 is the start, 1 the end.
@@ -137,7 +141,19 @@ def _charset_template(ranges: tuple[tuple[int, int], ...]
 @lru_cache(maxsize=256)
 def _multibyte_template(ranges: tuple[tuple[int, int], ...]
                         ) -> tuple[int, tuple[tuple[int, int, int, int], ...]]:
-    """The minimal byte automaton of a set of code points ≥ U+0080.
+    """The minimal byte automaton of a set of code points ≥ U+0080 (large sets, such as
+    ``\\w``, are also kept in the on-disk cache)."""
+    if len(ranges) < _DISK_CACHED_RANGES:
+        return _build_multibyte_template(ranges)
+    key = hashlib.sha256(repr(ranges).encode()).hexdigest()[:24]
+    n_states, edges = json_cached(f"utf8-automaton-{key}",
+                                  lambda: _build_multibyte_template(ranges))
+    return n_states, tuple(tuple(e) for e in edges)
+
+
+def _build_multibyte_template(ranges: tuple[tuple[int, int], ...]
+                              ) -> tuple[int, tuple[tuple[int, int, int, int], ...]]:
+    """Build the minimal byte automaton of a set of code points ≥ U+0080.
 
     The UTF-8 byte-range sequences of the set are put in a trie, whose states are then
     merged bottom-up when they accept the same suffixes (an acyclic automaton is

@@ -9,14 +9,12 @@ Unicode version of this Python.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import unicodedata
 from collections.abc import Callable
 from functools import cache
 
 from tether.automata.regex_ast import MAX_CODEPOINT, normalize
-from tether.cache_dir import cache_dir
+from tether.cache_dir import json_cached
 
 Ranges = tuple[tuple[int, int], ...]
 
@@ -55,18 +53,8 @@ def category_ranges(name: str) -> Ranges | None:
 
 @cache
 def _cached(key: str, compute: Callable[[], Ranges]) -> Ranges:
-    folder = cache_dir()
-    path = folder / f"unicode-{unicodedata.unidata_version}-{key}.json" if folder else None
-    if path is not None and path.exists():
-        try:
-            return tuple((int(a), int(b)) for a, b in json.loads(path.read_text()))
-        except (OSError, ValueError, TypeError):
-            pass
-    ranges = compute()
-    if path is not None:
-        with contextlib.suppress(OSError):
-            path.write_text(json.dumps(ranges))
-    return ranges
+    ranges = json_cached(f"unicode-{unicodedata.unidata_version}-{key}", compute)
+    return tuple((int(a), int(b)) for a, b in ranges)
 
 
 def _scan(pred: Callable[[str], bool]) -> Ranges:
