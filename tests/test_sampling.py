@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 
 from tether.engine import bitmask
 from tether.errors import NoLegalContinuation, TetherError
-from tether.sampling import Pipeline
+from tether.sampling import Pipeline, engine
 
 NEG_INF = np.float32(-np.inf)
 
@@ -272,3 +272,107 @@ def test_seeded_sampling_is_reproducible():
 def test_invalid_settings_are_typed_errors(kwargs):
     with pytest.raises(TetherError):
         Pipeline(**kwargs)
+
+
+# -- backends and batches ------------------------------------------------------------------------
+def test_torch_backend_equals_numpy():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(30)
+    for pipeline in PIPELINES:
+        for density in (1.0, 0.3, 0.01):
+            logits, allowed = random_case(int(rng.integers(1000)), 3000, density)
+            history = [1, 2, 2, 7, int(np.argmax(logits))]
+            mask = bitmask.from_bool(allowed)
+            want = pipeline.apply(logits, mask, history)
+            got = pipeline.apply(torch.from_numpy(logits), torch.from_numpy(mask.view(np.int32)),
+                                 history)
+            assert isinstance(got, torch.Tensor) and got.dtype == torch.float32
+            np.testing.assert_array_equal(np.isfinite(got.numpy()), np.isfinite(want))
+            np.testing.assert_allclose(got.numpy()[np.isfinite(want)], want[np.isfinite(want)],
+                                       rtol=1e-6)
+            greedy_np = pipeline.argmax(logits, mask, history)
+            greedy_t = pipeline.argmax(torch.from_numpy(logits), mask, history)
+            assert greedy_np.token == greedy_t.token and greedy_t.feasible == greedy_np.feasible
+            assert greedy_t.logprob == pytest.approx(greedy_np.logprob, abs=1e-4)
+            assert greedy_t.log_z == pytest.approx(greedy_np.log_z, abs=1e-4)
+            step = pipeline.sample(torch.from_numpy(logits), mask, history,
+                                   rng=np.random.default_rng(3))
+            assert allowed[step.token] and np.isfinite(want[step.token])
+
+
+def test_batches_equal_rows_numpy_and_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(31)
+    logits = rng.normal(0, 3, (5, 2000)).astype(np.float32)
+    allowed = rng.random((5, 2000)) < 0.4
+    allowed[:, 0] = True
+    masks = bitmask.from_bool(allowed)
+    histories = [[int(t) for t in rng.integers(0, 2000, 6)] for _ in range(5)]
+    pipeline = Pipeline(temperature=0.7, top_k=100, top_p=0.9, repetition_penalty=1.3)
+    rows = np.stack([pipeline.apply(logits[r], masks[r], histories[r]) for r in range(5)])
+    np.testing.assert_array_equal(pipeline.apply(logits, masks, histories), rows)
+    got = pipeline.apply(torch.from_numpy(logits), torch.from_numpy(masks.view(np.int32)),
+                         torch.tensor(histories))
+    np.testing.assert_array_equal(np.isfinite(got.numpy()), np.isfinite(rows))
+    np.testing.assert_allclose(got.numpy()[np.isfinite(rows)], rows[np.isfinite(rows)],
+                               rtol=1e-6)
+    shared = pipeline.apply(logits, masks[0])  # one mask (and history) for every row
+    np.testing.assert_array_equal(shared[2], pipeline.apply(logits[2], masks[0]))
+    steps = pipeline.sample(logits, masks, histories, rng=np.random.default_rng(0))
+    assert len(steps) == 5 and all(allowed[r, s.token] for r, s in enumerate(steps))
+    torch_steps = pipeline.sample(torch.from_numpy(logits), masks, histories)
+    assert all(allowed[r, s.token] for r, s in enumerate(torch_steps))
+    with pytest.raises(TetherError):
+        pipeline.apply(logits, masks[:3])
+    with pytest.raises(NoLegalContinuation):
+        pipeline.sample(torch.from_numpy(logits), bitmask.from_bool(allowed & False))
+
+
+# -- large vocabularies: the window near the top gives the full row's answer ---------------------
+LARGE = [Pipeline(temperature=0.7, min_p=0.05), Pipeline(temperature=0.8, top_p=0.95),
+         Pipeline(top_k=40), Pipeline(temperature=0), Pipeline(temperature=1.3, top_p=0.5),
+         Pipeline(temperature=0.9, top_k=200, repetition_penalty=1.5, presence_penalty=0.4,
+                  min_p=0.02)]
+
+
+@pytest.mark.parametrize("pipeline", LARGE, ids=repr)
+def test_window_equals_full_row(pipeline, monkeypatch):
+    rng = np.random.default_rng(32)
+    size = 40000
+    for case in range(6):
+        logits = rng.normal(0, 3, size).astype(np.float32)
+        logits[rng.choice(size, 20)] += rng.exponential(5, 20).astype(np.float32)
+        if case >= 4:
+            logits[rng.choice(size, 30)] = [np.nan, -np.inf][case % 2]  # NaN and -inf logits
+        allowed = rng.random(size) < [1.0, 0.7, 0.2][case % 3]
+        allowed[rng.integers(size)] = True
+        mask = bitmask.from_bool(allowed) if case % 2 else None
+        history = [int(t) for t in rng.integers(0, size, 10)] + [int(np.argmax(logits))]
+        fast = (pipeline.apply(logits, mask, history), pipeline.argmax(logits, mask, history))
+        monkeypatch.setattr(engine, "WINDOWS", ())
+        full = (pipeline.apply(logits, mask, history), pipeline.argmax(logits, mask, history))
+        monkeypatch.undo()
+        np.testing.assert_array_equal(fast[0], full[0])
+        assert fast[1].token == full[1].token and fast[1].feasible == full[1].feasible
+        assert fast[1].logprob == pytest.approx(full[1].logprob, abs=1e-5)
+        assert fast[1].log_z == pytest.approx(full[1].log_z, abs=1e-5)
+
+
+def test_window_draws_follow_the_full_distribution():
+    """Without truncation a draw may land outside the window: frequencies must still be
+    those of the whole row."""
+    rng = np.random.default_rng(33)
+    size = 30000
+    logits = rng.normal(0, 1, size).astype(np.float32)
+    logits[:5] = [9.0, 8.5, 8.0, 7.0, 6.0]  # a top that holds about half the mass
+    allowed = np.ones(size, dtype=bool)
+    allowed[1] = False
+    mask = bitmask.from_bool(allowed)
+    probs = softmax(np.where(allowed, logits, -np.inf))
+    draws = np.array([Pipeline().sample(logits, mask, rng=rng).token for _ in range(6000)])
+    assert allowed[draws].all()
+    for token in (0, 2, 3, 4):
+        p = probs[token]
+        assert abs((draws == token).mean() - p) <= 5 * math.sqrt(p * (1 - p) / 6000)
+    tail = probs[5:].sum()
+    assert abs((draws >= 5).mean() - tail) <= 5 * math.sqrt(tail * (1 - tail) / 6000)

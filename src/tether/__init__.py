@@ -49,3 +49,16 @@ __all__ = [
     "compile",
     "generate",
 ]
+
+from tether.fusion import (  # noqa: E402
+    Domain,
+    FusionConfig,
+    FusionResult,
+    IntensityLevel,
+    Phase,
+    SoftScore,
+    fuse,
+)
+
+__all__ += ["Domain", "FusionConfig", "FusionResult", "IntensityLevel", "Phase", "SoftScore",
+            "fuse"]

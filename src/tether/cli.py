@@ -2,6 +2,8 @@
 
 ``generate`` writes only the generated text to stdout, streamed as it is produced;
 progress and the KL summary go to stderr (``--json`` prints one JSON result instead).
+``--sampling`` takes a sampling-DSL program (a file, or its text: ``$'top_k 40\nsample'``
+in a shell); ``--deterministic`` decodes by argmax over the admissible tokens.
 Typed tether errors become a one-line message on stderr and exit code 2.
 """
 
@@ -12,10 +14,12 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from tether.compiler import compile as compile_constraint
 from tether.constraints import Choices, Constraint, Regex
 from tether.errors import TetherError
+from tether.sampling import Program, parse_program
 from tether.vocab import Vocabulary
 
 EXIT_OK, EXIT_NO_MATCH, EXIT_ERROR = 0, 1, 2
@@ -44,6 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--temperature", type=float, default=None,
                      help="sampling temperature (default 0.7; 0 = greedy)")
     gen.add_argument("--seed", type=int, default=None)
+    gen.add_argument("--sampling", default=None, metavar="FILE|TEXT",
+                     help="a sampling program (docs/sampling-dsl.md): a file, or its text")
+    gen.add_argument("--deterministic", action="store_true",
+                     help="argmax decoding over admissible tokens (no sampling settings)")
     gen.add_argument("--model", default=None, help="a GGUF file (default: embedded SmolLM2)")
     gen.add_argument("--system", default=None, help="system message for the chat template")
     gen.add_argument("--json", action="store_true", help="print a JSON result")
@@ -84,12 +92,14 @@ def _generate(args: argparse.Namespace) -> int:
     from tether.runtime import generate, load_model
 
     constraint = _constraint(args)
+    sampling = _sampling(args.sampling)
     _progress("loading model…")
     model = load_model(args.model)
     stream = None if args.json else _write_stdout
     result = generate(args.prompt, constraint, model=model, max_tokens=args.max_tokens,
                       seed=args.seed, temperature=args.temperature, system=args.system,
-                      on_text=stream)
+                      on_text=stream, sampling=sampling,
+                      deterministic=args.deterministic)
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
     elif sys.stdout.isatty():
@@ -98,8 +108,30 @@ def _generate(args: argparse.Namespace) -> int:
     _progress(f"{len(result.tokens)} tokens ({result.n_forced} forced, {sampled} sampled) "
               f"in {result.decode_s:.2f} s, {result.tokens_per_s:.1f} tokens/s; "
               f"stop: {result.stop_reason}; KL total {result.kl_total:.3f} nats, "
-              f"max {result.kl_max:.3f}")
+              f"max {result.kl_max:.3f}"
+              + ("" if result.confidence is None else
+                 f"; confidence {result.confidence:.3f} (mean log-prob)"))
     return EXIT_OK
+
+
+def _sampling(value: str | None) -> Program | None:
+    """The ``--sampling`` program: the file it names, or the value itself, parsed."""
+    if value is None:
+        return None
+    return parse_program(_program_text(value))
+
+
+def _program_text(value: str) -> str:
+    try:
+        is_file = "\n" not in value and Path(value).is_file()
+    except (OSError, ValueError):  # not a usable path (too long, NUL…): program text
+        is_file = False
+    if not is_file:
+        return value
+    try:
+        return Path(value).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise TetherError(f"cannot read the sampling program {value}: {e}") from e
 
 
 def _write_stdout(text: str) -> None:

@@ -2,11 +2,17 @@
 
 Each step: stop when the constraint is finished; otherwise, when the constraint forces
 bytes (jump-forward), tokenize them and append those tokens without sampling, evaluated
-in one batch with the next forward pass; otherwise read the logits, sample through the
-:class:`~tether.sampling.Pipeline` under the matcher's mask, and consume the token.
-End-of-generation tokens stop the run when the matcher allows them (exactly when the
-text is complete). Without a constraint the same loop runs with a mask that only
-removes control tokens other than end of generation.
+in one batch with the next forward pass; otherwise read the logits, decide under the
+matcher's mask, and consume the token. End-of-generation tokens stop the run when the
+matcher allows them (exactly when the text is complete). Without a constraint the same
+loop runs with a mask that only removes control tokens other than end of generation.
+
+The decision is made by a :class:`~tether.sampling.Pipeline` or a sampling-DSL
+:class:`~tether.sampling.Program` (``sampling=``; a string is parsed as a program), or
+by the :class:`~tether.sampling.DeterministicDecoder` (``deterministic=True``), whose
+runs stop with ``eog`` (end of generation) rather than ``eos`` and also report a mean
+log-prob confidence. A program ending in ``beam k`` runs beam search over forked
+matchers instead of the token loop (the model re-reads each beam's tokens).
 
 Defaults: the embedded SmolLM2 model, its chat template, and
 ``Pipeline(temperature=0.7, min_p=0.05)`` — mild randomness, with min-p cutting the
@@ -19,6 +25,7 @@ import atexit
 import codecs
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +42,14 @@ from tether.engine.compiled import Compiled
 from tether.engine.matcher import Matcher
 from tether.errors import TetherError
 from tether.runtime.embedded import embedded_model_path
-from tether.sampling import Pipeline
+from tether.sampling import (
+    DeterministicDecoder,
+    Pipeline,
+    Program,
+    beam_search,
+    parse_program,
+)
+from tether.sampling.deterministic import Confidence
 from tether.vocab import Vocabulary
 
 if TYPE_CHECKING:
@@ -43,7 +57,7 @@ if TYPE_CHECKING:
 
 DEFAULT_SAMPLING = Pipeline(temperature=0.7, min_p=0.05)
 
-STOP_REASONS = ("eos", "constraint_complete", "budget", "context")
+STOP_REASONS = ("eos", "eog", "newline", "constraint_complete", "budget", "context")
 
 
 class Model(Protocol):
@@ -87,7 +101,9 @@ class GenerationResult:
     ``tokens`` are the tokens of ``text`` (the final end-of-generation token excluded);
     ``kl`` has one :class:`StepInfo` per token, plus one for that end token when the run
     stopped on it. Timings are in seconds; ``tokens_per_s`` counts generated tokens over
-    the decoding time (prompt evaluation and compilation excluded).
+    the decoding time (prompt evaluation and compilation excluded). Deterministic runs
+    set ``confidence`` (the mean full-softmax log-prob of the decided tokens) and
+    ``suppressed`` (it fell below the decoder's floor; the text is kept).
     """
 
     text: str
@@ -98,6 +114,8 @@ class GenerationResult:
     compile_s: float = 0.0
     prefill_s: float = 0.0
     decode_s: float = 0.0
+    confidence: float | None = None
+    suppressed: bool = False
 
     @property
     def kl_total(self) -> float:
@@ -123,7 +141,8 @@ class GenerationResult:
             "kl_max": self.kl_max, "n_forced": self.n_forced,
             "tokens_per_s": self.tokens_per_s, "prompt_tokens": self.prompt_tokens,
             "compile_s": self.compile_s, "prefill_s": self.prefill_s,
-            "decode_s": self.decode_s,
+            "decode_s": self.decode_s, "confidence": self.confidence,
+            "suppressed": self.suppressed,
         }
 
 
@@ -157,28 +176,30 @@ def generate(
     constraint: Constraint | Compiled | str | None = None,
     model: Model | str | os.PathLike[str] | None = None,
     max_tokens: int = 256,
-    sampling: Pipeline | None = None,
+    sampling: Pipeline | Program | str | None = None,
     seed: int | None = None,
     temperature: float | None = None,
     system: str | None = None,
     chat: bool = True,
     on_text: Callable[[str], None] | None = None,
+    deterministic: bool | DeterministicDecoder = False,
 ) -> GenerationResult:
     """Generate a completion of ``prompt`` that satisfies ``constraint``.
 
     ``constraint``: a :class:`~tether.Regex` / :class:`~tether.Choices` (a plain ``str``
     is a regex), an already compiled constraint, or ``None`` for free text. ``model``: a
     loaded model, a GGUF path, or ``None`` for the embedded one. ``max_tokens`` counts
-    every generated token, forced ones included. ``temperature`` overrides the
-    pipeline's. ``chat`` wraps the prompt (and ``system``) in the model's
-    chat template. ``on_text`` receives the text as it is produced (streaming).
+    every generated token, forced ones included. ``sampling``: a
+    :class:`~tether.sampling.Pipeline`, a :class:`~tether.sampling.Program` or the text
+    of one. ``temperature`` overrides a pipeline's. ``deterministic``: decode with
+    :class:`~tether.sampling.DeterministicDecoder` (``True`` for its defaults) instead
+    of sampling. ``chat`` wraps the prompt (and ``system``) in the model's chat
+    template. ``on_text`` receives the text as it is produced (streaming).
     """
     if max_tokens < 0:
         raise TetherError(f"max_tokens must be ≥ 0, not {max_tokens}")
     lm = model if _is_model(model) else load_model(model)
-    pipeline = sampling or DEFAULT_SAMPLING
-    if temperature is not None:
-        pipeline = replace(pipeline, temperature=temperature)
+    decide = _chooser(lm.vocab, sampling, temperature, deterministic, seed)
     started = time.perf_counter()
     matcher = _matcher(constraint, lm.vocab)
     compiled_at = time.perf_counter()
@@ -190,14 +211,21 @@ def generate(
     lm.reset()
     lm.eval(prompt_ids)
     prefilled_at = time.perf_counter()
-    decoder = _Decoder(lm, matcher, pipeline, np.random.default_rng(seed), on_text)
+    if isinstance(decide, Program):
+        decoder: _Decoder | _BeamRun = _BeamRun(lm, matcher, decide, prompt_ids, on_text)
+    else:
+        single_line = isinstance(decide, _Deterministic) and decide.decoder.single_line
+        decoder = _Decoder(lm, matcher, decide, on_text, single_line=single_line)
     stop_reason = decoder.run(max_tokens, lm.n_ctx - len(prompt_ids))
     decoder.flush()
     finished_at = time.perf_counter()
+    confidence = decide.confidence if isinstance(decide, _Deterministic) else None
     return GenerationResult(
         text=decoder.text(), tokens=decoder.tokens, stop_reason=stop_reason,
         kl=decoder.steps, prompt_tokens=len(prompt_ids), compile_s=compiled_at - started,
-        prefill_s=prefilled_at - compiled_at, decode_s=finished_at - prefilled_at)
+        prefill_s=prefilled_at - compiled_at, decode_s=finished_at - prefilled_at,
+        confidence=None if confidence is None else confidence.mean,
+        suppressed=confidence is not None and confidence.suppressed)
 
 
 def _is_model(model: object) -> bool:
@@ -216,13 +244,76 @@ def _matcher(constraint: Constraint | Compiled | str | None, vocab: Vocabulary) 
     return matcher
 
 
+Choice = tuple[int | None, StepInfo | None, str | None]  # token, diagnostics, stop reason
+
+
+class _Sampler:
+    """Decisions by a pipeline or a (non-beam) program."""
+
+    def __init__(self, sampling: Pipeline | Program, vocab: Vocabulary,
+                 rng: np.random.Generator) -> None:
+        self.sampling, self.vocab, self.rng = sampling, vocab, rng
+
+    def __call__(self, logits: np.ndarray, mask: np.ndarray | None,
+                 history: Sequence[int]) -> Choice:
+        step = self.sampling.sample(logits, mask, history=history, rng=self.rng)
+        info = StepInfo(token=step.token, forced=False, kl=step.kl, feasible=step.feasible,
+                        logprob=step.logprob)
+        return step.token, info, "eos" if self.vocab.is_eos(step.token) else None
+
+
+class _Deterministic:
+    """Decisions by the deterministic decoder, with the run's confidence."""
+
+    def __init__(self, decoder: DeterministicDecoder, vocab: Vocabulary) -> None:
+        self.decoder, self.vocab = decoder, vocab
+        self.confidence: Confidence = decoder.confidence()
+
+    def __call__(self, logits: np.ndarray, mask: np.ndarray | None,
+                 history: Sequence[int]) -> Choice:
+        decision = self.decoder.decide(logits, self.vocab, mask)
+        if decision.token is None:
+            return None, None, decision.stop
+        self.confidence.add(decision.logprob)
+        info = StepInfo(token=decision.token, forced=False, kl=decision.kl,
+                        feasible=decision.feasible, logprob=decision.logprob)
+        return decision.token, info, decision.stop
+
+
+def _chooser(vocab: Vocabulary, sampling: Pipeline | Program | str | None,
+             temperature: float | None, deterministic: bool | DeterministicDecoder,
+             seed: int | None) -> _Sampler | _Deterministic | Program:
+    """What makes the decisions: a sampler, the deterministic decoder, or a beam
+    program (run whole by :class:`_BeamRun`)."""
+    if deterministic:
+        if sampling is not None or temperature is not None:
+            raise TetherError("deterministic decoding takes no sampling settings "
+                              "(sampling= or temperature=)")
+        decoder = (deterministic if isinstance(deterministic, DeterministicDecoder)
+                   else DeterministicDecoder())
+        return _Deterministic(decoder, vocab)
+    if isinstance(sampling, str):
+        sampling = parse_program(sampling)
+    chosen = sampling or DEFAULT_SAMPLING
+    if temperature is not None:
+        if not isinstance(chosen, Pipeline):
+            raise TetherError("temperature= applies to a Pipeline; write `temperature t` "
+                              "in the sampling program instead")
+        chosen = replace(chosen, temperature=temperature)
+    if isinstance(chosen, Program) and chosen.pick == "beam":
+        return chosen
+    return _Sampler(chosen, vocab, np.random.default_rng(seed))
+
+
 class _Decoder:
     """The state of one run: the tokens so far, tokens not yet evaluated, diagnostics."""
 
-    def __init__(self, lm: Model, matcher: Matcher | None, pipeline: Pipeline,
-                 rng: np.random.Generator, on_text: Callable[[str], None] | None) -> None:
-        self.lm, self.matcher, self.pipeline, self.rng = lm, matcher, pipeline, rng
+    def __init__(self, lm: Model, matcher: Matcher | None,
+                 decide: Callable[[np.ndarray, np.ndarray | None, Sequence[int]], Choice],
+                 on_text: Callable[[str], None] | None, *, single_line: bool = False) -> None:
+        self.lm, self.matcher, self.decide = lm, matcher, decide
         self.on_text = on_text
+        self.single_line = single_line  # forced text stops before a line break too
         self.tokens: list[int] = []
         self.steps: list[StepInfo] = []
         self.pending: list[int] = []  # generated but not yet evaluated by the model
@@ -242,8 +333,9 @@ class _Decoder:
                 return "budget" if budget == max_tokens else "context"
             if self._jump_forward(budget - len(self.tokens)):
                 continue
-            if self._sample_one():
-                return "eos"
+            stop = self._decide_one()
+            if stop is not None:
+                return stop
 
     def text(self) -> str:
         return b"".join(self.chunks).decode("utf-8", errors="replace")
@@ -257,10 +349,13 @@ class _Decoder:
     def _jump_forward(self, room: int) -> bool:
         """Append the tokens of the forced bytes, holding back the last one (it may
         merge with what follows) unless the constraint is finished after it or the
-        budget ends with it."""
+        budget ends with it. In single-line mode only the bytes before a line break
+        are forced (the decoder then stops with ``newline``)."""
         if self.matcher is None:
             return False
         forced = self.matcher.forced().bytes
+        if self.single_line:
+            forced = re.split(rb"[\r\n]", forced, maxsplit=1)[0]
         if not forced:
             return False
         taken: list[int] = []
@@ -276,21 +371,21 @@ class _Decoder:
             self._append(token, StepInfo(token=token, forced=True))
         return bool(taken)
 
-    def _sample_one(self) -> bool:
-        """Sample and consume one token; True if it ends the generation."""
+    def _decide_one(self) -> str | None:
+        """Decide and consume one token; the stop reason if the generation ends."""
         self.lm.eval(self.pending)
         self.pending = []
         mask = self.free_mask if self.matcher is None else self.matcher.mask()
-        step = self.pipeline.sample(self.lm.logits(), mask, history=self.tokens, rng=self.rng)
-        info = StepInfo(token=step.token, forced=False, kl=step.kl, feasible=step.feasible,
-                        logprob=step.logprob)
+        token, info, stop = self.decide(self.lm.logits(), mask, self.tokens)
+        if token is None or info is None:
+            return stop
         if self.matcher is not None:
-            self.matcher.consume(step.token)
-        if self.lm.vocab.is_eos(step.token):
+            self.matcher.consume(token)
+        if self.lm.vocab.is_eos(token):
             self.steps.append(info)
-            return True
-        self._append(step.token, info)
-        return False
+            return stop
+        self._append(token, info)
+        return stop
 
     def _append(self, token: int, info: StepInfo) -> None:
         self.tokens.append(token)
@@ -302,3 +397,61 @@ class _Decoder:
             text = self.utf8.decode(piece)
             if text:
                 self.on_text(text)
+
+
+class _ModelSource:
+    """The model as beam search sees it: logits after the prompt and given tokens. It
+    keeps what the model holds in common with the request (cutting the KV cache back
+    where the model can ``truncate``, else re-reading from the start) and evaluates the
+    rest, replaying one token when the request is a prefix of what it holds."""
+
+    def __init__(self, lm: Model, prompt_ids: Sequence[int]) -> None:
+        self.lm, self.prompt = lm, list(prompt_ids)
+        self.held = list(prompt_ids)  # the sequence the model has evaluated
+
+    def next_logits(self, tokens: Sequence[int]) -> np.ndarray:
+        wanted = self.prompt + list(tokens)
+        common = 0
+        for a, b in zip(self.held, wanted, strict=False):
+            if a != b:
+                break
+            common += 1
+        if common < len(self.held) or common < len(wanted):
+            keep = min(common, len(wanted) - 1)
+            truncate = getattr(self.lm, "truncate", None)
+            if truncate is None or not truncate(keep):
+                self.lm.reset()
+                keep = 0
+            self.lm.eval(wanted[keep:])
+            self.held = wanted
+        return np.array(self.lm.logits(), dtype=np.float32)
+
+
+class _BeamRun:
+    """A run decided by a ``beam k`` program: the best hypothesis of a beam search."""
+
+    def __init__(self, lm: Model, matcher: Matcher | None, program: Program,
+                 prompt_ids: Sequence[int], on_text: Callable[[str], None] | None) -> None:
+        self.lm, self.matcher, self.program, self.on_text = lm, matcher, program, on_text
+        self.source = _ModelSource(lm, prompt_ids)
+        self.tokens: list[int] = []
+        self.steps: list[StepInfo] = []
+
+    def run(self, max_tokens: int, room: int) -> str:
+        budget = min(max_tokens, room)
+        best = beam_search(self.source, self.lm.vocab, self.program.beam_width,
+                           matcher=self.matcher, sampling=self.program, max_tokens=budget)[0]
+        self.tokens = list(best.tokens)
+        self.steps = [StepInfo(token=s.token, forced=False, kl=s.kl, feasible=s.feasible,
+                               logprob=s.logprob) for s in best.steps]
+        if best.stop_reason == "budget" and budget < max_tokens:
+            return "context"
+        return best.stop_reason
+
+    def text(self) -> str:
+        return b"".join(self.lm.vocab.token_bytes(t) for t in self.tokens).decode(
+            "utf-8", errors="replace")
+
+    def flush(self) -> None:
+        if self.on_text is not None and self.tokens:
+            self.on_text(self.text())

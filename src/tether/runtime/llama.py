@@ -2,7 +2,8 @@
 
 It keeps one sequence in llama.cpp's KV cache: ``eval`` appends tokens (one batch per
 call), ``logits`` is a zero-copy float32 view of the last evaluated position's logits
-(valid until the next ``eval``), ``reset`` empties the cache. Prompts go through the
+(valid until the next ``eval``), ``reset`` empties the cache and ``truncate`` cuts it
+back to a prefix (beam search moves between beams that way). Prompts go through the
 model's own chat template (``tokenizer.chat_template`` in the GGUF metadata), rendered
 with jinja2. ``llama_cpp`` is imported only when a model is loaded.
 
@@ -78,6 +79,19 @@ class LlamaModel:
     def reset(self) -> None:
         """Forget the sequence (the KV cache is overwritten by the next ``eval``)."""
         self.llama.reset()
+
+    def truncate(self, n: int) -> bool:
+        """Keep only the first ``n`` evaluated tokens (and their KV cache), so that the
+        next ``eval`` continues from there; False if llama.cpp cannot (then ``reset``).
+        The logits are those of the last evaluated position only after an ``eval``."""
+        if not 0 <= n <= self.llama.n_tokens:
+            return False
+        if n < self.llama.n_tokens:
+            memory = self._llama_cpp.llama_get_memory(self.llama.ctx)
+            if not self._llama_cpp.llama_memory_seq_rm(memory, 0, n, -1):
+                return False
+            self.llama.n_tokens = n
+        return True
 
     def close(self) -> None:
         """Free the model and its context now (llama.cpp's own finalizer can fail when it

@@ -1,0 +1,374 @@
+"""The row one numpy decision works on: the feasible tokens of one row of logits, as
+sorted ids and float32 values, shrinking stage by stage.
+
+On a large vocabulary most tokens cannot survive a truncation stage (top-k, top-p,
+min-p) or win an argmax, so the row starts as a *window*: the allowed tokens within a
+few nats of the top, plus every token of the history (penalties may move those). The
+rest stays implicit as :class:`Outside`, known by one bound on its values and sums
+that the kernels of :mod:`tether.sampling._kernels` compute over the whole vocabulary.
+A stage that can prove the outside cannot matter drops it; one that cannot raises
+:class:`Widen`, and the decision runs again on a wider window, at worst on the full
+row. Results are those of the full row: the window only decides what is materialised.
+(A draw that may land outside the window, when nothing truncates, follows the full
+row's distribution exactly but maps its uniform number to tokens window first, so a
+given seed can pick another token than on the full row.)
+
+Token identity is preserved throughout: sorting (a DSL command) only sets ``order``, a
+view over the row's positions, and ``key`` holds derived values (probabilities or
+cumulative sums) beside the logits rather than instead of them.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from itertools import accumulate
+
+import numpy as np
+
+from tether.errors import NoLegalContinuation
+from tether.sampling import _kernels
+
+WINDOW_MIN = 16384  # rows shorter than this are always materialised in full
+_SPARSE = 16  # masks allowing at most 1/16 of the row are materialised in full
+_DRAW_BLOCK = 512  # block size of the two-level inverse-CDF search
+_SMALL = 64  # rows up to this many tokens are drawn from in plain Python
+_NEG_INF = np.float32(-np.inf)
+
+
+class Widen(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """The window was too narrow for an exact answer: run again on a wider one."""
+
+
+@dataclass
+class Context:
+    """What every stage of one decision may consult: the raw logits (float32, NaN
+    included), the mask as 0/1 flags per token (``None``: no mask), the history and
+    the largest finite logit."""
+
+    x: np.ndarray
+    mask: np.ndarray | None
+    tokens: Sequence[int] | np.ndarray  # the history as given
+    peak: float  # the largest raw logit (NaN ignored); -inf if none is finite
+    has_nan: bool
+    feasible: int  # how many tokens the mask allows (every token without a mask)
+
+    @classmethod
+    def of(cls, logits: np.ndarray, words: np.ndarray | None,
+           history: Sequence[int] | np.ndarray) -> Context:
+        x = np.asarray(logits, dtype=np.float32).reshape(-1)
+        peak = float(x.max()) if x.shape[0] else -math.inf
+        has_nan = math.isnan(peak)  # max propagates NaN
+        if has_nan:
+            finite = x[~np.isnan(x)]
+            peak = float(finite.max()) if finite.shape[0] else -math.inf
+        if words is None:
+            return cls(x, None, history, peak, has_nan, x.shape[0])
+        words = np.ascontiguousarray(words, dtype=np.uint32).reshape(-1)
+        mask = unpack(words, x.shape[0])
+        if words.shape[0] * 32 > x.shape[0]:  # bits past the row do not count
+            feasible = int(np.count_nonzero(mask.view(bool)))
+        else:
+            feasible = int(np.bitwise_count(words).sum())
+        return cls(x, mask, history, peak, has_nan, feasible)
+
+    @property
+    def size(self) -> int:
+        return self.x.shape[0]
+
+    @cached_property
+    def _history(self) -> tuple[np.ndarray, np.ndarray]:
+        return history_counts(self.tokens, self.size)
+
+    @property
+    def history(self) -> np.ndarray:
+        """Distinct token ids of the history within the row, sorted."""
+        return self._history[0]
+
+    @property
+    def counts(self) -> np.ndarray:
+        """How often each of :attr:`history` occurs."""
+        return self._history[1]
+
+    def log_z(self) -> float:
+        """log of the raw (temperature 1) probability mass on the allowed tokens."""
+        if self.mask is None:
+            return 0.0
+        total, legal = self._log_masses
+        return min(legal - total, 0.0)
+
+    def log_total(self) -> float:
+        """log Σ exp over every raw logit (the full softmax's normaliser)."""
+        return self._log_masses[0]
+
+    def log_legal(self) -> float:
+        """log Σ exp over the raw logits of the allowed tokens."""
+        return self._log_masses[1]
+
+    @cached_property
+    def _log_masses(self) -> tuple[float, float]:
+        """log Σ exp of the raw logits over every token and over the allowed ones."""
+        allowed = np.ones(self.size, dtype=np.uint8) if self.mask is None else self.mask
+        if self.size >= WINDOW_MIN:
+            total, legal = _kernels.masses(self.x, allowed, self.peak)
+            if legal > 1e-30:
+                return self.peak + math.log(total), self.peak + math.log(legal)
+        clean = np.where(np.isnan(self.x), _NEG_INF, self.x)
+        return logsumexp(clean), logsumexp(clean[allowed.view(bool)])
+
+    def window_worthwhile(self, masked: bool) -> bool:
+        """Whether a window can save work: a long row, not already sparse."""
+        if self.size < WINDOW_MIN:
+            return False
+        return not (masked and self.mask is not None and self.feasible * _SPARSE <= self.size)
+
+
+@dataclass
+class Outside:
+    """The tokens left out of the window: allowed (``allowed``, history cleared), with
+    a raw logit below ``cut``. Their processed value is ``raw · scale``."""
+
+    allowed: np.ndarray
+    cut: float
+    scale: float = 1.0
+    legal: bool = True  # allowed == the context's allowed tokens, minus the window
+
+    def bound(self) -> float:
+        """Every outside token's processed value is below this (with room for the
+        float32 rounding of the stages that scaled it)."""
+        value = self.cut * self.scale
+        return value + 1e-5 * (abs(value) + 1.0)
+
+    def mass(self, x: np.ndarray, shift: float) -> float:
+        """Σ exp(processed − shift) over the outside tokens (one pass over ``x``)."""
+        return _kernels.outside_mass(x, self.allowed, self.cut, self.scale, shift)
+
+    def locate(self, x: np.ndarray, shift: float, target: float) -> int:
+        """The outside token at which the running mass passes ``target``."""
+        return _kernels.outside_locate(x, self.allowed, self.cut, self.scale, shift, target)
+
+
+class Row:
+    """The materialised tokens: sorted ids (``None``: every id of the row, in order) and
+    their processed float32 values; ``outside`` the implicit rest (``None``: nothing).
+    ``order`` is the DSL's view (positions, best first after ``sort -``); ``key`` the
+    values the view commands compare, as float64 numerators over ``den`` (``None``:
+    the logits themselves)."""
+
+    def __init__(self, ids: np.ndarray | None, vals: np.ndarray, ctx: Context,
+                 outside: Outside | None = None) -> None:
+        self.ids, self.vals, self.ctx, self.outside = ids, vals, ctx, outside
+        self.order: np.ndarray | None = None
+        self.key: np.ndarray | None = None
+        self.den = 1.0
+        self.key_kind = "logits"
+
+    @classmethod
+    def build(cls, ctx: Context, *, masked: bool, window: float | None,
+              history: bool = False) -> Row:
+        """The row of ``ctx`` (under its mask when ``masked``), materialising the
+        tokens within ``window`` raw nats of the top (``None``: all of them) and, with
+        ``history``, every allowed token of the history."""
+        mask = ctx.mask if masked else None
+        if window is None:
+            if mask is None:
+                ids, vals = None, ctx.x.copy()
+            else:
+                ids = np.flatnonzero(mask.view(bool))
+                vals = ctx.x[ids]
+            if ctx.has_nan:
+                vals[np.isnan(vals)] = _NEG_INF
+            if not np.any(vals > _NEG_INF):
+                raise NoLegalContinuation("every allowed token has a -inf or NaN logit")
+            return cls(ids, vals, ctx)
+        allowed = np.ones(ctx.size, dtype=np.uint8) if mask is None else mask
+        cut = float(np.float32(ctx.peak - window))
+        near = np.flatnonzero(ctx.x >= np.float32(cut))
+        near = near[allowed[near].view(bool)]
+        if history and ctx.history.shape[0]:
+            kept = ctx.history[allowed[ctx.history].view(bool)]
+            allowed = allowed.copy()
+            allowed[ctx.history] = 0
+            near = np.union1d(near, kept)
+        vals = ctx.x[near]
+        if ctx.has_nan:
+            vals[np.isnan(vals)] = _NEG_INF
+        return cls(near, vals, ctx, Outside(allowed, cut, legal=masked or ctx.mask is None))
+
+    # -- positions and tokens ------------------------------------------------------------
+    def token(self, index: int) -> int:
+        """The token id at position ``index``."""
+        return index if self.ids is None else int(self.ids[index])
+
+    def token_ids(self) -> np.ndarray:
+        """The token id of every position."""
+        return np.arange(self.vals.shape[0]) if self.ids is None else self.ids
+
+    def positions(self, ids: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Positions of the token ids ``ids`` that are in the row, with their counts."""
+        if self.ids is None:
+            keep = (ids >= 0) & (ids < self.vals.shape[0])
+            return ids[keep], counts[keep]
+        if self.ids.shape[0] == 0:
+            return self.ids, counts[:0]
+        where = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+        keep = self.ids[where] == ids
+        return where[keep], counts[keep]
+
+    def live(self) -> np.ndarray:
+        """Positions (in order) of the tokens still in the running."""
+        return np.flatnonzero(self.vals > _NEG_INF)
+
+    def view(self) -> np.ndarray:
+        """Positions in view order: the sort order, else by id; removed tokens excluded."""
+        return self.live() if self.order is None else self.order
+
+    def key_values(self) -> np.ndarray:
+        """The values the view commands compare (float64)."""
+        return self.vals.astype(np.float64) if self.key is None else self.key
+
+    # -- shrinking --------------------------------------------------------------------
+    def select(self, keep: np.ndarray, *, keeps_top: bool = False) -> Row:
+        """The row restricted to the positions where ``keep`` is True (``keeps_top``:
+        the caller keeps the largest value, so the row cannot become empty)."""
+        where = np.flatnonzero(keep)
+        ids = where if self.ids is None else self.ids[where]
+        row = Row(ids, self.vals[where], self.ctx, self.outside)
+        row.key_kind, row.den = self.key_kind, self.den
+        if self.key is not None:
+            row.key = self.key[where]
+        if self.order is not None:
+            remap = np.full(self.vals.shape[0], -1, dtype=np.int64)
+            remap[where] = np.arange(where.shape[0])
+            order = remap[self.order]
+            row.order = order[order >= 0]
+        if not keeps_top and row.outside is None and not np.any(row.vals > _NEG_INF):
+            raise NoLegalContinuation("the sampling stages removed every token")
+        return row
+
+    def settle(self) -> Row:
+        """This row with no outside (the caller proved it cannot matter)."""
+        self.outside = None
+        return self
+
+    def peak(self) -> float:
+        """The largest processed value, which must bound the outside too."""
+        peak = float(self.vals.max()) if self.vals.shape[0] else -math.inf
+        if self.outside is not None and not peak >= self.outside.bound():
+            raise Widen
+        return peak
+
+    def outside_mass(self, shift: float) -> float:
+        """Σ exp(processed − shift) over the outside tokens. Unscaled, they are the
+        allowed tokens that are not in the row, whose raw mass the context knows: no
+        pass over the vocabulary beyond the one the KL diagnostic makes anyway."""
+        outside = self.outside
+        if outside is None:
+            return 0.0
+        if not (outside.legal and outside.scale == 1.0):
+            return outside.mass(self.ctx.x, shift)
+        raw = self.ctx.x[self.token_ids()]
+        if self.ctx.has_nan:
+            raw = np.where(np.isnan(raw), _NEG_INF, raw)
+        inside = float(np.exp(raw - np.float32(shift)).sum(dtype=np.float64))
+        return max(math.exp(self.ctx.log_legal() - shift) - inside, 0.0)
+
+    def expand(self) -> np.ndarray:
+        """The full-length processed logits, ``-inf`` outside the row."""
+        if self.outside is not None:
+            raise Widen
+        if self.ids is None:
+            return self.vals
+        out = np.full(self.ctx.size, -np.inf, dtype=np.float32)
+        out[self.ids] = self.vals
+        return out
+
+    # -- the pick -----------------------------------------------------------------------
+    def pick(self, rng: np.random.Generator | None, *, greedy: bool) -> tuple[int, float]:
+        """The chosen token and its log-prob under the processed distribution: the
+        argmax (ties to the lowest id) or a draw."""
+        peak = self.peak()
+        weights = np.exp(self.vals - np.float32(peak))
+        if weights.shape[0] <= _SMALL:  # a few tokens: plain Python beats numpy's overhead
+            running: list[float] | None = list(accumulate(weights.tolist()))
+            inside = running[-1]
+        else:
+            running, inside = None, float(weights.sum(dtype=np.float64))
+        total = inside + self.outside_mass(peak)
+        if greedy:
+            index = int(self.vals.argmax())
+        else:
+            u = (rng or np.random.default_rng()).random() * total
+            if u >= inside and self.outside is not None:
+                token = self.outside.locate(self.ctx.x, peak, u - inside)
+                value = float(self.ctx.x[token]) * self.outside.scale
+                return token, value - peak - math.log(total)
+            u = min(u, inside)
+            index = _locate(weights, u) if running is None else _position_in(running, u)
+        return self.token(index), float(self.vals[index] - peak) - math.log(total)
+
+
+def logsumexp(x: np.ndarray) -> float:
+    """log Σ exp(x) (float64 sum; -inf for an empty or all -inf array)."""
+    if x.shape[0] == 0:
+        return -math.inf
+    peak = float(x.max())
+    if peak == -math.inf:
+        return peak
+    return peak + math.log(float(np.exp(x - np.float32(peak)).sum(dtype=np.float64)))
+
+
+def unpack(words: np.ndarray, size: int) -> np.ndarray:
+    """Bitmask words → 0/1 uint8 flags, one per token of a row of ``size`` (ids past
+    the mask are disallowed)."""
+    bits = np.unpackbits(np.ascontiguousarray(words, dtype=np.uint32).view(np.uint8),
+                         bitorder="little")
+    if bits.shape[0] >= size:
+        return bits[:size]
+    return np.concatenate([bits, np.zeros(size - bits.shape[0], dtype=np.uint8)])
+
+
+def history_counts(history: Sequence[int] | np.ndarray,
+                   size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct token ids of ``history`` within ``[0, size)`` (sorted) and how often
+    each occurs."""
+    if len(history) == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    ids, counts = np.unique(np.asarray(history, dtype=np.int64), return_counts=True)
+    keep = (ids >= 0) & (ids < size)
+    return ids[keep], counts[keep]
+
+
+def _locate(weights: np.ndarray, u: float) -> int:
+    """Inverse CDF: the position where the running sum of ``weights`` passes ``u``
+    (zero weights never win). Two short cumulative sums: blocks, then inside one."""
+    if weights.shape[0] <= _DRAW_BLOCK:
+        return _position(np.cumsum(weights, dtype=np.float64), u)
+    starts = np.arange(0, weights.shape[0], _DRAW_BLOCK)
+    block_ends = np.cumsum(np.add.reduceat(weights, starts), dtype=np.float64)
+    block = min(int(np.searchsorted(block_ends, u, side="right")), len(starts) - 1)
+    while block > 0 and block_ends[block] == block_ends[block - 1]:
+        block -= 1  # u rounded past the last live block
+    base = block_ends[block - 1] if block else 0.0
+    inside = np.cumsum(weights[starts[block]:starts[block] + _DRAW_BLOCK], dtype=np.float64)
+    return int(starts[block]) + _position(inside, u - base)
+
+
+def _position_in(running: list[float], u: float) -> int:
+    """:func:`_position` on a Python list."""
+    pos = bisect_right(running, u)
+    if pos >= len(running):
+        pos = bisect_left(running, running[-1])
+    return pos
+
+
+def _position(running: np.ndarray, u: float) -> int:
+    """Where the running sum passes ``u``; past the end (rounding), the last live one."""
+    pos = int(np.searchsorted(running, u, side="right"))
+    if pos >= running.shape[0]:
+        pos = int(np.flatnonzero(running < running[-1]).shape[0])
+    return pos
