@@ -97,6 +97,6 @@ def test_generate_json():
                    "How many legs does a spider have?")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert data["text"].isdigit() and data["stop_reason"] in ("eos", "constraint_complete")
+    assert data["text"].isdigit() and data["stop_reason"] in ("eog", "constraint_complete")
     assert len(data["kl"]) >= len(data["tokens"])
     assert data["kl_total"] >= 0 and data["tokens_per_s"] > 0

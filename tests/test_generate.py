@@ -192,7 +192,7 @@ def test_forced_tokens_respect_the_budget():
 def test_eos_stops_when_the_constraint_allows_it():
     model = FakeModel(favour(b"n", eos=10.0))
     result = run(model, ["no", "nope"])
-    assert result.text == "no" and result.stop_reason == "eos"
+    assert result.text == "no" and result.stop_reason == "eog"
     assert result.kl[-1].token == EOS and not result.kl[-1].forced
     assert EOS not in result.tokens
 
@@ -233,7 +233,7 @@ def test_unconstrained_stops_on_eos_and_never_emits_control_tokens():
 
     model = FakeModel(prefer)
     result = generate("q?", None, model=model, sampling=Pipeline(temperature=0))
-    assert result.text == "hellohello" and result.stop_reason == "eos"
+    assert result.text == "hellohello" and result.stop_reason == "eog"
     assert CONTROL not in result.tokens
 
 
@@ -247,7 +247,7 @@ def test_outputs_match_compiled_regexes(pattern):
         result = generate("q?", tether.Regex(pattern), model=model, seed=seed,
                           max_tokens=30, sampling=Pipeline(temperature=1.5))
         assert re.fullmatch(pattern, result.text), (pattern, result.text)
-        assert result.stop_reason in ("eos", "constraint_complete")
+        assert result.stop_reason in ("eog", "constraint_complete")
 
 
 def test_streamed_text_is_the_text_even_across_split_utf8():
@@ -364,7 +364,7 @@ def test_embedded_model_outputs_always_match():
 def test_embedded_model_unconstrained_and_greedy():
     pytest.importorskip("llama_cpp")
     free = generate("Say hello.", None, max_tokens=16, seed=0)
-    assert free.text and free.stop_reason in ("eos", "budget")
+    assert free.text and free.stop_reason in ("eog", "budget")
     assert all(s.kl == pytest.approx(0.0, abs=1e-3) for s in free.kl)
     a = generate("Pick a colour.", tether.Choices(["red", "blue"]), temperature=0)
     b = generate("Pick a colour.", tether.Choices(["red", "blue"]), temperature=0)

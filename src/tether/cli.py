@@ -1,9 +1,16 @@
-"""The ``tether`` command line (SPEC §10): ``generate``, ``check`` and ``compile``.
+"""The ``tether`` command line (SPEC §10): ``generate``, ``explain``, ``check`` and
+``compile``.
 
 ``generate`` writes only the generated text to stdout, streamed as it is produced;
 progress and the KL summary go to stderr (``--json`` prints one JSON result instead).
 ``--sampling`` takes a sampling-DSL program (a file, or its text: ``$'top_k 40\nsample'``
 in a shell); ``--deterministic`` decodes by argmax over the admissible tokens.
+Fusion (SPEC §7): ``--intensity``, ``--constraint-spec FILE`` (a FusionConfig or an
+Ananke-style ConstraintSpec, JSON), ``--types`` / ``--imports`` extra regex constraints,
+``--forbid WORD,…`` (never these words, as the Imports domain) and ``--phase auto``
+(free reasoning, the constraint after the ```` ```json ```` fence or ``</think>``).
+``explain`` runs a generation and prints a per-token table (forced or sampled, feasible
+count, legal mass Z, KL, dropped domains, time per domain) and a per-run summary.
 Typed tether errors become a one-line message on stderr and exit code 2.
 """
 
@@ -13,14 +20,23 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tether.compiler import compile as compile_constraint
 from tether.constraints import Choices, Constraint, Regex
 from tether.errors import TetherError
+from tether.fusion import FusionConfig, IntensityLevel, forbid_words, parse_constraint_spec
+from tether.runtime.diagnostics import StepInfo
 from tether.sampling import Program, parse_program
 from tether.vocab import Vocabulary
+
+if TYPE_CHECKING:
+    from tether.runtime.generate import GenerationResult
+
+PHASE_MODES = ("off", "auto")
 
 EXIT_OK, EXIT_NO_MATCH, EXIT_ERROR = 0, 1, 2
 
@@ -43,20 +59,12 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     gen = commands.add_parser("generate", help="generate text that satisfies a constraint")
-    _constraint_args(gen, required=False)
-    gen.add_argument("--max-tokens", type=int, default=256)
-    gen.add_argument("--temperature", type=float, default=None,
-                     help="sampling temperature (default 0.7; 0 = greedy)")
-    gen.add_argument("--seed", type=int, default=None)
-    gen.add_argument("--sampling", default=None, metavar="FILE|TEXT",
-                     help="a sampling program (docs/sampling-dsl.md): a file, or its text")
-    gen.add_argument("--deterministic", action="store_true",
-                     help="argmax decoding over admissible tokens (no sampling settings)")
-    gen.add_argument("--model", default=None, help="a GGUF file (default: embedded SmolLM2)")
-    gen.add_argument("--system", default=None, help="system message for the chat template")
-    gen.add_argument("--json", action="store_true", help="print a JSON result")
-    gen.add_argument("prompt")
+    _generation_args(gen)
     gen.set_defaults(run=_generate)
+
+    explain = commands.add_parser("explain", help="generate and show a per-token trace")
+    _generation_args(explain)
+    explain.set_defaults(run=_explain)
 
     check = commands.add_parser("check", help="does a text satisfy a constraint?")
     _constraint_args(check, required=True)
@@ -71,6 +79,35 @@ def _parser() -> argparse.ArgumentParser:
                         help="tokenizer.json, *.tiktoken, SentencePiece *.model or *.gguf")
     comp.set_defaults(run=_compile)
     return parser
+
+
+def _generation_args(parser: argparse.ArgumentParser) -> None:
+    _constraint_args(parser, required=False)
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--temperature", type=float, default=None,
+                        help="sampling temperature (default 0.7; 0 = greedy)")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--sampling", default=None, metavar="FILE|TEXT",
+                        help="a sampling program (docs/sampling-dsl.md): a file, or its text")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="argmax decoding over admissible tokens (no sampling settings)")
+    parser.add_argument("--model", default=None,
+                        help="a GGUF file (default: embedded SmolLM2)")
+    parser.add_argument("--system", default=None, help="system message for the chat template")
+    parser.add_argument("--json", action="store_true", help="print a JSON result")
+    fusion = parser.add_argument_group("fusion (docs/fusion.md)")
+    fusion.add_argument("--intensity", choices=[level.value for level in IntensityLevel],
+                        help="which domains are consulted (none = unconstrained)")
+    fusion.add_argument("--constraint-spec", metavar="FILE",
+                        help="a FusionConfig or ConstraintSpec JSON file")
+    fusion.add_argument("--types", metavar="REGEX", help="an extra constraint (Types)")
+    imports = fusion.add_mutually_exclusive_group()
+    imports.add_argument("--imports", metavar="REGEX", help="an extra constraint (Imports)")
+    imports.add_argument("--forbid", metavar="WORD[,WORD…]",
+                         help="never these whole words (the Imports domain)")
+    fusion.add_argument("--phase", choices=PHASE_MODES, default="off",
+                        help="auto: free reasoning, the constraint after the delimiter")
+    parser.add_argument("prompt")
 
 
 def _constraint_args(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -88,18 +125,50 @@ def _constraint(args: argparse.Namespace) -> Constraint | None:
 
 
 # -- generate ----------------------------------------------------------------------------------
-def _generate(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, on_text: Callable[[str], None] | None) -> GenerationResult:
+    """The generation the ``generate`` / ``explain`` options describe."""
     from tether.runtime import generate, load_model
 
     constraint = _constraint(args)
+    config, spec_syntax = _fusion_config(args)
+    if spec_syntax is not None:
+        if constraint is not None:
+            raise TetherError("the constraint spec names a regex: drop --regex/--choices")
+        constraint = spec_syntax
     sampling = _sampling(args.sampling)
     _progress("loading model…")
     model = load_model(args.model)
-    stream = None if args.json else _write_stdout
-    result = generate(args.prompt, constraint, model=model, max_tokens=args.max_tokens,
-                      seed=args.seed, temperature=args.temperature, system=args.system,
-                      on_text=stream, sampling=sampling,
-                      deterministic=args.deterministic)
+    imports = (forbid_words(model.vocab, args.forbid.split(",")) if args.forbid
+               else _regex(args.imports))
+    return generate(args.prompt, constraint, model=model, max_tokens=args.max_tokens,
+                    seed=args.seed, temperature=args.temperature, system=args.system,
+                    on_text=on_text, sampling=sampling, deterministic=args.deterministic,
+                    fusion=config, types=_regex(args.types), imports=imports,
+                    phase=args.phase)
+
+
+def _fusion_config(args: argparse.Namespace) -> tuple[FusionConfig | None, Regex | None]:
+    """The ``--constraint-spec`` file's config and regex, with ``--intensity`` applied."""
+    config, syntax = None, None
+    if args.constraint_spec is not None:
+        try:
+            text = Path(args.constraint_spec).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise TetherError(f"cannot read the constraint spec {args.constraint_spec}: "
+                              f"{e}") from e
+        spec = parse_constraint_spec(text)
+        config, syntax = spec.config, spec.syntax
+    if args.intensity is not None:
+        config = replace(config or FusionConfig(), intensity=args.intensity)
+    return config, syntax
+
+
+def _regex(pattern: str | None) -> Regex | None:
+    return None if pattern is None else Regex(pattern)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    result = _run(args, None if args.json else _write_stdout)
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
     elif sys.stdout.isatty():
@@ -112,6 +181,49 @@ def _generate(args: argparse.Namespace) -> int:
               + ("" if result.confidence is None else
                  f"; confidence {result.confidence:.3f} (mean log-prob)"))
     return EXIT_OK
+
+
+# -- explain -------------------------------------------------------------------------------------
+EXPLAIN_HEADER = ("step", "token", "kind", "phase", "feasible", "Z", "KL", "dropped",
+                  "domains µs")
+
+
+def _explain(args: argparse.Namespace) -> int:
+    result = _run(args, None)
+    if args.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False))
+        return EXIT_OK
+    vocab = _load_model_vocab(args)
+    rows = [EXPLAIN_HEADER] + [_explain_row(i, s, vocab) for i, s in enumerate(result.kl)]
+    widths = [max(len(r[c]) for r in rows) for c in range(len(EXPLAIN_HEADER))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    summary = result.summary
+    worst = "-" if summary.kl_max_step is None else str(summary.kl_max_step)
+    print(f"summary: {len(result.kl)} steps ({summary.n_sampled} sampled, "
+          f"{summary.n_forced} forced, {summary.n_relaxed} relaxed); "
+          f"Σ KL {summary.kl_total:.4f} nats; mean KL {summary.kl_mean:.4f}; "
+          f"max KL {summary.kl_max:.4f} at step {worst}; "
+          f"log p(L) ≈ {summary.log_p_estimate:.4f}; stop: {result.stop_reason}")
+    return EXIT_OK
+
+
+def _explain_row(index: int, step: StepInfo, vocab: Vocabulary) -> tuple[str, ...]:
+    text = vocab.token_bytes(step.token).decode("utf-8", errors="replace")
+    timings = " ".join(f"{d}={us:.0f}" for d, us in step.domain_us.items())
+    return (str(index), repr(text), "forced" if step.forced else "sampled",
+            step.phase or "-", _cell(step.feasible), _cell(step.mass, ".4f"),
+            _cell(step.kl, ".4f"), ",".join(step.dropped) or "-", timings or "-")
+
+
+def _cell(value: float | None, spec: str = "") -> str:
+    return "-" if value is None else format(value + 0, spec)  # + 0: no "-0.0000"
+
+
+def _load_model_vocab(args: argparse.Namespace) -> Vocabulary:
+    from tether.runtime import load_model
+
+    return load_model(args.model).vocab
 
 
 def _sampling(value: str | None) -> Program | None:

@@ -10,8 +10,8 @@ loop runs with a mask that only removes control tokens other than end of generat
 The decision is made by a :class:`~tether.sampling.Pipeline` or a sampling-DSL
 :class:`~tether.sampling.Program` (``sampling=``; a string is parsed as a program), or
 by the :class:`~tether.sampling.DeterministicDecoder` (``deterministic=True``), whose
-runs stop with ``eog`` (end of generation) rather than ``eos`` and also report a mean
-log-prob confidence. A program ending in ``beam k`` runs beam search over forked
+runs also report a mean log-prob confidence. A run that ends on an end-of-generation
+token stops with ``eog``. A program ending in ``beam k`` runs beam search over forked
 matchers instead of the token loop (the model re-reads each beam's tokens).
 
 Defaults: the embedded SmolLM2 model, its chat template, and
@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import atexit
 import codecs
-import math
 import os
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -41,7 +40,10 @@ from tether.engine import bitmask
 from tether.engine.compiled import Compiled
 from tether.engine.matcher import Matcher
 from tether.errors import TetherError
+from tether.fusion import Domain, FusionConfig, HardDomain, IntensityLevel, Scorer
+from tether.runtime.diagnostics import RunSummary, StepInfo
 from tether.runtime.embedded import embedded_model_path
+from tether.runtime.fused import Choice, Decide, FreeText, FusedConstraint
 from tether.sampling import (
     DeterministicDecoder,
     Pipeline,
@@ -57,7 +59,8 @@ if TYPE_CHECKING:
 
 DEFAULT_SAMPLING = Pipeline(temperature=0.7, min_p=0.05)
 
-STOP_REASONS = ("eos", "eog", "newline", "constraint_complete", "budget", "context")
+PHASE_MODES = ("off", "auto")
+STOP_REASONS = ("eog", "newline", "constraint_complete", "budget", "context")
 
 
 class Model(Protocol):
@@ -76,22 +79,6 @@ class Model(Protocol):
     def reset(self) -> None: ...
 
     def chat_prompt(self, prompt: str, system: str | None = None) -> list[int]: ...
-
-
-@dataclass(frozen=True)
-class StepInfo:
-    """Diagnostics of one generated token. Forced tokens were not sampled: the model was
-    not consulted, so they have no KL, feasible count or log-prob."""
-
-    token: int
-    forced: bool
-    kl: float | None = None
-    feasible: int | None = None
-    logprob: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"token": self.token, "forced": self.forced, "kl": self.kl,
-                "feasible": self.feasible, "logprob": self.logprob}
 
 
 @dataclass
@@ -118,17 +105,27 @@ class GenerationResult:
     suppressed: bool = False
 
     @property
+    def summary(self) -> RunSummary:
+        """The per-run diagnostics (Σ KL, mean/max KL, fights, log p(L) estimate)."""
+        return RunSummary.of(self.kl)
+
+    @property
     def kl_total(self) -> float:
         """Sum of the per-step ``KL(p_constrained ‖ p)`` over sampled steps."""
-        return math.fsum(s.kl for s in self.kl if s.kl is not None)
+        return self.summary.kl_total
 
     @property
     def kl_max(self) -> float:
-        return max((s.kl for s in self.kl if s.kl is not None), default=0.0)
+        return self.summary.kl_max
+
+    @property
+    def log_p_estimate(self) -> float:
+        """Σ log Z over sampled steps: an estimate of log p(L) along this path."""
+        return self.summary.log_p_estimate
 
     @property
     def n_forced(self) -> int:
-        return sum(s.forced for s in self.kl)
+        return self.summary.n_forced
 
     @property
     def tokens_per_s(self) -> float:
@@ -137,8 +134,7 @@ class GenerationResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "text": self.text, "tokens": self.tokens, "stop_reason": self.stop_reason,
-            "kl": [s.to_dict() for s in self.kl], "kl_total": self.kl_total,
-            "kl_max": self.kl_max, "n_forced": self.n_forced,
+            "kl": [s.to_dict() for s in self.kl], **self.summary.to_dict(),
             "tokens_per_s": self.tokens_per_s, "prompt_tokens": self.prompt_tokens,
             "compile_s": self.compile_s, "prefill_s": self.prefill_s,
             "decode_s": self.decode_s, "confidence": self.confidence,
@@ -183,6 +179,11 @@ def generate(
     chat: bool = True,
     on_text: Callable[[str], None] | None = None,
     deterministic: bool | DeterministicDecoder = False,
+    fusion: FusionConfig | None = None,
+    types: Any = None,
+    imports: Any = None,
+    soft: Mapping[Domain, Scorer] | None = None,
+    phase: str = "off",
 ) -> GenerationResult:
     """Generate a completion of ``prompt`` that satisfies ``constraint``.
 
@@ -195,6 +196,14 @@ def generate(
     :class:`~tether.sampling.DeterministicDecoder` (``True`` for its defaults) instead
     of sampling. ``chat`` wraps the prompt (and ``system``) in the model's chat
     template. ``on_text`` receives the text as it is produced (streaming).
+
+    Fusion (SPEC §7; any of these switches it on): ``types`` / ``imports`` are extra
+    hard domains (anything ``constraint`` takes, or a hard-domain plug-in such as
+    :func:`~tether.fusion.forbid_words`), ``soft`` maps ControlFlow / Semantics to
+    scorer plug-ins, ``fusion`` is the :class:`~tether.fusion.FusionConfig` (default:
+    the smallest intensity that consults every domain given). ``phase="auto"`` leaves
+    the model's reasoning (prose, ``<think>…</think>``) free and starts the constraint
+    after the delimiter that opens the structured part (``fusion.delimiters``).
     """
     if max_tokens < 0:
         raise TetherError(f"max_tokens must be ≥ 0, not {max_tokens}")
@@ -202,6 +211,10 @@ def generate(
     decide = _chooser(lm.vocab, sampling, temperature, deterministic, seed)
     started = time.perf_counter()
     matcher = _matcher(constraint, lm.vocab)
+    fused = _fused(lm, matcher, fusion, types, imports, soft, phase)
+    if fused is not None and isinstance(decide, Program):
+        raise TetherError("a beam program cannot run with fusion (fusion=, types=, "
+                          "imports=, soft=, phase=)")
     compiled_at = time.perf_counter()
     prompt_ids = (lm.chat_prompt(prompt, system) if chat
                   else lm.tokenize(prompt.encode("utf-8"), add_bos=True))
@@ -211,10 +224,12 @@ def generate(
     lm.reset()
     lm.eval(prompt_ids)
     prefilled_at = time.perf_counter()
+    single_line = isinstance(decide, _Deterministic) and decide.decoder.single_line
     if isinstance(decide, Program):
         decoder: _Decoder | _BeamRun = _BeamRun(lm, matcher, decide, prompt_ids, on_text)
+    elif fused is not None:
+        decoder = _FusedDecoder(lm, fused, decide, on_text, single_line=single_line)
     else:
-        single_line = isinstance(decide, _Deterministic) and decide.decoder.single_line
         decoder = _Decoder(lm, matcher, decide, on_text, single_line=single_line)
     stop_reason = decoder.run(max_tokens, lm.n_ctx - len(prompt_ids))
     decoder.flush()
@@ -244,7 +259,45 @@ def _matcher(constraint: Constraint | Compiled | str | None, vocab: Vocabulary) 
     return matcher
 
 
-Choice = tuple[int | None, StepInfo | None, str | None]  # token, diagnostics, stop reason
+def _free_mask(vocab: Vocabulary) -> np.ndarray:
+    """Free text: every token but control tokens other than end of generation."""
+    return bitmask.from_bool(~vocab.special | vocab.end_of_generation)
+
+
+def _fused(lm: Model, matcher: Matcher | None, config: FusionConfig | None, types: Any,
+           imports: Any, soft: Mapping[Domain, Scorer] | None,
+           phase: str) -> FusedConstraint | None:
+    """The run's fused domains, or ``None`` when no fusion argument is given."""
+    if phase not in PHASE_MODES:
+        raise TetherError(f"phase must be one of {PHASE_MODES}, not {phase!r}")
+    if config is None and types is None and imports is None and soft is None \
+            and phase == "off":
+        return None
+    vocab = lm.vocab
+    hard = {d: _hard_domain(spec, vocab) for d, spec in
+            ((Domain.TYPES, types), (Domain.IMPORTS, imports)) if spec is not None}
+    soft = dict(soft or {})
+    if config is None:
+        config = FusionConfig(intensity=_smallest_intensity(set(hard) | set(soft)))
+    free = _free_mask(vocab)
+    syntax = matcher if matcher is not None else FreeText(free)
+    return FusedConstraint(config, vocab, lm, syntax, hard, soft, free,
+                           phased=phase == "auto")
+
+
+def _hard_domain(spec: Any, vocab: Vocabulary) -> HardDomain:
+    """A hard-domain plug-in as given, or the matcher of a constraint."""
+    if isinstance(spec, HardDomain):
+        return spec
+    return _matcher(spec, vocab)
+
+
+def _smallest_intensity(domains: set[Domain]) -> IntensityLevel:
+    for level in (IntensityLevel.SYNTAX_ONLY, IntensityLevel.STANDARD,
+                  IntensityLevel.FULL_HARD, IntensityLevel.FULL):
+        if domains <= level.domains:
+            return level
+    return IntensityLevel.FULL
 
 
 class _Sampler:
@@ -259,7 +312,7 @@ class _Sampler:
         step = self.sampling.sample(logits, mask, history=history, rng=self.rng)
         info = StepInfo(token=step.token, forced=False, kl=step.kl, feasible=step.feasible,
                         logprob=step.logprob)
-        return step.token, info, "eos" if self.vocab.is_eos(step.token) else None
+        return step.token, info, "eog" if self.vocab.is_eos(step.token) else None
 
 
 class _Deterministic:
@@ -309,7 +362,7 @@ class _Decoder:
     """The state of one run: the tokens so far, tokens not yet evaluated, diagnostics."""
 
     def __init__(self, lm: Model, matcher: Matcher | None,
-                 decide: Callable[[np.ndarray, np.ndarray | None, Sequence[int]], Choice],
+                 decide: Decide,
                  on_text: Callable[[str], None] | None, *, single_line: bool = False) -> None:
         self.lm, self.matcher, self.decide = lm, matcher, decide
         self.on_text = on_text
@@ -319,9 +372,7 @@ class _Decoder:
         self.pending: list[int] = []  # generated but not yet evaluated by the model
         self.chunks: list[bytes] = []
         self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        # Free text still excludes control tokens other than end of generation.
-        self.free_mask = (bitmask.from_bool(~lm.vocab.special | lm.vocab.end_of_generation)
-                          if matcher is None else None)
+        self.free_mask = _free_mask(lm.vocab) if matcher is None else None
 
     def run(self, max_tokens: int, room: int) -> str:
         """Generate until a stop condition; return the stop reason."""
@@ -368,15 +419,14 @@ class _Decoder:
             self.matcher.rollback(1)
             taken.pop()
         for token in taken:
-            self._append(token, StepInfo(token=token, forced=True))
+            self._append(token, self._forced_step(token))
         return bool(taken)
 
     def _decide_one(self) -> str | None:
         """Decide and consume one token; the stop reason if the generation ends."""
         self.lm.eval(self.pending)
         self.pending = []
-        mask = self.free_mask if self.matcher is None else self.matcher.mask()
-        token, info, stop = self.decide(self.lm.logits(), mask, self.tokens)
+        token, info, stop = self._choose(self.lm.logits())
         if token is None or info is None:
             return stop
         if self.matcher is not None:
@@ -386,6 +436,13 @@ class _Decoder:
             return stop
         self._append(token, info)
         return stop
+
+    def _forced_step(self, token: int) -> StepInfo:
+        return StepInfo(token=token, forced=True)
+
+    def _choose(self, logits: np.ndarray) -> Choice:
+        mask = self.free_mask if self.matcher is None else self.matcher.mask()
+        return self.decide(logits, mask, self.tokens)
 
     def _append(self, token: int, info: StepInfo) -> None:
         self.tokens.append(token)
@@ -397,6 +454,23 @@ class _Decoder:
             text = self.utf8.decode(piece)
             if text:
                 self.on_text(text)
+
+
+class _FusedDecoder(_Decoder):
+    """The token loop over fused domains: the same steps, each decision made by the
+    :class:`~tether.runtime.fused.FusedConstraint` (which acts as the matcher)."""
+
+    matcher: FusedConstraint
+
+    def __init__(self, lm: Model, fused: FusedConstraint, decide: Decide,
+                 on_text: Callable[[str], None] | None, *, single_line: bool = False) -> None:
+        super().__init__(lm, fused, decide, on_text, single_line=single_line)
+
+    def _choose(self, logits: np.ndarray) -> Choice:
+        return self.matcher.decide(self.decide, logits, self.tokens)
+
+    def _forced_step(self, token: int) -> StepInfo:
+        return StepInfo(token=token, forced=True, phase=self.matcher.phase.value)
 
 
 class _ModelSource:

@@ -1,0 +1,225 @@
+"""Fusion in the generation loop (SPEC §7): the run's domains, seen by the decoder as
+one matcher.
+
+:class:`FusedConstraint` holds a :class:`~tether.fusion.DomainSet` (Syntax — the main
+constraint, or free text —, optional Types / Imports hard domains and soft scorers) and,
+with ``phase="auto"``, a :class:`~tether.fusion.PhaseDetector` over the generated text.
+While the model reasons the text is free (control tokens excluded, and end of
+generation too unless the structured part is free text: the output must reach it) and
+no domain exists yet; the domains start at the first byte after the
+delimiter (``PhaseDetector.structured_start``). A token that completes the delimiter and
+carries bytes past it hands those bytes to the new domains; if Syntax rejects them the
+token is excluded and the step decided again, so the structured part is never entered
+on an illegal byte.
+
+Each structured step fuses the domains' masks and scores; soft adjustments are added to
+the logits of feasible tokens only, and the step's KL is still computed against the
+model's own distribution (raw logits, the fused feasible set).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+import numpy as np
+
+from tether.engine import bitmask
+from tether.engine.matcher import Forced
+from tether.errors import ConstraintViolation
+from tether.fusion import (
+    Domain,
+    DomainSet,
+    FusionConfig,
+    HardDomain,
+    Phase,
+    PhaseDetector,
+    Scorer,
+    StepReport,
+)
+from tether.runtime.diagnostics import StepInfo
+from tether.sampling.engine import context
+from tether.vocab import Vocabulary
+
+Choice = tuple[int | None, StepInfo | None, str | None]  # token, diagnostics, stop reason
+_Live = tuple[DomainSet, HardDomain]  # domains and their Syntax plug-in
+Decide = Callable[[np.ndarray, np.ndarray | None, Sequence[int]], Choice]
+_NOTHING_FORCED = Forced(b"", ())
+
+
+class Tokenizer(Protocol):
+    def tokenize(self, data: bytes, *, special: bool = False,
+                 add_bos: bool = False) -> list[int]: ...
+
+
+class FreeText:
+    """The Syntax domain when only Types/Imports/soft domains are given: any text,
+    control tokens other than end of generation excluded."""
+
+    def __init__(self, free_mask: np.ndarray) -> None:
+        self.free_mask = free_mask
+
+    def mask(self) -> np.ndarray:
+        return self.free_mask
+
+    def consume(self, token_id: int) -> None:
+        if not bitmask.is_allowed(self.free_mask, token_id):
+            raise ConstraintViolation(f"token {token_id} is a control token")
+
+    def rollback(self, n: int = 1) -> None:
+        pass
+
+    def fork(self) -> FreeText:
+        return self
+
+    def forced(self) -> Forced:
+        return _NOTHING_FORCED
+
+    def is_finished(self) -> bool:
+        return False
+
+
+class FusedConstraint:
+    """The domains of one run (see the module docstring), with the matcher methods the
+    decoder uses: ``is_finished``, ``forced``, ``allowed``, ``consume``, ``rollback``."""
+
+    def __init__(self, config: FusionConfig, vocab: Vocabulary, tokenizer: Tokenizer,
+                 syntax: HardDomain, hard: Mapping[Domain, HardDomain],
+                 soft: Mapping[Domain, Scorer], free_mask: np.ndarray, *,
+                 phased: bool) -> None:
+        self.config, self.vocab, self.tokenizer = config, vocab, tokenizer
+        self._syntax, self._hard, self._soft = syntax, dict(hard), dict(soft)
+        self.free_mask = free_mask
+        # Reasoning must lead to the structured part: no end of generation before it
+        # (unless the structured part is free text too).
+        self.reasoning_mask = free_mask if isinstance(syntax, FreeText) else (
+            free_mask & ~bitmask.from_ids(sorted(vocab.eos_ids), vocab.size))
+        self.detector = PhaseDetector(config) if phased else None
+        self.domains: DomainSet | None = None
+        self.syntax: HardDomain | None = None  # the live Syntax plug-in of ``domains``
+        self._opening: tuple[int, _Live] | None = None  # checked by _opens_cleanly
+        if self.phase is not Phase.REASONING:
+            self.domains, self.syntax = self._new_domains()
+
+    @property
+    def phase(self) -> Phase:
+        return Phase.STRUCTURED_OUTPUT if self.detector is None else self.detector.phase
+
+    # -- what the decoder asks ---------------------------------------------------------
+    def is_finished(self) -> bool:
+        """Syntax is complete and every active hard domain accepts the end (else the
+        next step decides, relaxing if it must, and says so)."""
+        if not (self._syntax_active() and self.syntax.is_finished()):
+            return False
+        return any(self.allowed(t) for t in self.vocab.eos_ids)
+
+    def forced(self) -> Forced:
+        return self.syntax.forced() if self._syntax_active() else _NOTHING_FORCED
+
+    def allowed(self, token_id: int) -> bool:
+        """Whether every active hard domain allows ``token_id`` (without relaxation)."""
+        result = self.domains.step(self.phase).result
+        return result.unconstrained or (not result.dropped and
+                                        bitmask.is_allowed(result.feasible, token_id))
+
+    def consume(self, token_id: int) -> None:
+        if self.domains is not None:
+            self.domains.consume(token_id)
+        if self.detector is None:
+            return
+        self.detector.feed(self.vocab.token_bytes(token_id))
+        if self.phase is Phase.REASONING:
+            self.domains = self.syntax = None  # a reasoning prefix matched
+        elif self.domains is None:
+            opening, self._opening = self._opening, None
+            self.domains, self.syntax = (opening[1] if opening is not None
+                                         and opening[0] == token_id else self._open())
+
+    def rollback(self, n: int = 1) -> None:
+        self.domains.rollback(n)
+        if self.detector is not None:
+            self.detector.rollback(n)
+
+    def decide(self, decide: Decide, logits: np.ndarray, history: Sequence[int]) -> Choice:
+        """One decision: free in the reasoning phase, fused otherwise."""
+        if self.domains is None:
+            return self._decide_reasoning(decide, logits, history)
+        report = self.domains.step(self.phase)
+        result = report.result
+        if result.unconstrained:
+            token, info, stop = decide(logits, self.free_mask, history)
+        else:
+            token, info, stop = self._decide_fused(decide, logits, history, result)
+        if info is None:
+            return token, info, stop
+        return token, _with_report(info, report), stop
+
+    # -- internals -------------------------------------------------------------------------
+    def _syntax_active(self) -> bool:
+        return (self.domains is not None
+                and Domain.SYNTAX in self.config.domains_for(self.phase))
+
+    def _new_domains(self) -> _Live:
+        syntax = self._syntax.fork()
+        hard = {Domain.SYNTAX: syntax}
+        hard.update((d, h.fork()) for d, h in self._hard.items())
+        soft = {d: s.fork() for d, s in self._soft.items()}
+        return DomainSet(self.config, self.vocab, hard, soft), syntax
+
+    def _open(self, detector: PhaseDetector | None = None) -> _Live:
+        """New domains that have consumed the text after the delimiter (raises
+        ``ConstraintViolation`` if Syntax rejects it)."""
+        detector = detector or self.detector
+        live = self._new_domains()
+        domains = live[0]
+        rest = detector.text[detector.structured_start:]
+        for token in self.tokenizer.tokenize(rest, special=False) if rest else ():
+            domains.consume(token)  # in the structured phase, a new set's default
+        return live
+
+    def _opens_cleanly(self, token_id: int) -> bool:
+        """Whether a reasoning-phase token may be taken: it stays in the reasoning
+        phase, or the bytes it carries past the delimiter are legal."""
+        trial = self.detector.fork()
+        if trial.feed(self.vocab.token_bytes(token_id)) is Phase.REASONING:
+            return True
+        try:
+            self._opening = (token_id, self._open(trial))
+        except ConstraintViolation:
+            return False
+        return True
+
+    def _decide_reasoning(self, decide: Decide, logits: np.ndarray,
+                          history: Sequence[int]) -> Choice:
+        mask = self.reasoning_mask
+        while True:
+            token, info, stop = decide(logits, mask, history)
+            if token is None or self._opens_cleanly(token):
+                phase = Phase.REASONING.value
+                return token, None if info is None else replace(info, phase=phase), stop
+            mask = mask.copy()
+            mask[token >> 5] &= ~np.uint32(1 << (token & 31))
+
+    def _decide_fused(self, decide: Decide, logits: np.ndarray, history: Sequence[int],
+                      result: Any) -> Choice:
+        adjustments = result.logit_adjustments
+        if not adjustments.size or not adjustments.any():
+            return decide(logits, result.feasible, history)
+        ids = result.feasible_ids()
+        adjusted = np.array(logits, dtype=np.float32)
+        adjusted[ids] += adjustments
+        token, info, stop = decide(adjusted, result.feasible, history)
+        if info is None:
+            return token, info, stop
+        log_z = context(np.asarray(logits, dtype=np.float32), result.feasible).log_z()
+        return token, replace(info, kl=-log_z), stop
+
+
+def _with_report(info: StepInfo, report: StepReport) -> StepInfo:
+    return replace(
+        info, phase=report.phase.value,
+        dropped=tuple(d.value for d in report.result.dropped),
+        skipped=tuple(d.value for d in report.skipped),
+        domain_us={d.value: ns / 1000 for d, ns in report.timings_ns.items()})
+
