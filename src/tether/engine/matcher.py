@@ -139,3 +139,62 @@ class Matcher(ABC):
 
     _stopped: bool = False
     _stop_index: int = 0
+
+
+REJECT = object()  # what StateStackMatcher._next_state returns for a disallowed token
+
+
+class StateStackMatcher(Matcher):
+    """A matcher whose position is one hashable automaton state per consumed token.
+
+    Keeps the stack of states (the start state first) and the consumed tokens' bytes,
+    which gives ``fork``, ``rollback`` and ``generated_bytes`` for free; a subclass
+    implements the masks and :meth:`_next_state`.
+    """
+
+    def __init__(self, vocab: Vocabulary, start: object) -> None:
+        self.vocab = vocab
+        self._states: list = [start]
+        self._pieces: list[bytes] = []
+
+    @abstractmethod
+    def _next_state(self, state: object, token_id: int, data: bytes) -> object:
+        """The state after token ``token_id`` (whose bytes are ``data``), or
+        :data:`REJECT` if it is not allowed."""
+
+    @abstractmethod
+    def _blank(self) -> StateStackMatcher:
+        """A new matcher over the same compiled data (its stacks are then copied)."""
+
+    @property
+    def state(self) -> object:
+        """The current automaton state."""
+        return self._states[-1]
+
+    def fork(self) -> StateStackMatcher:
+        twin = self._blank()
+        twin._states = list(self._states)
+        twin._pieces = list(self._pieces)
+        twin._stopped = self._stopped
+        return twin
+
+    @property
+    def generated_bytes(self) -> bytes:
+        return b"".join(self._pieces)
+
+    @property
+    def n_consumed(self) -> int:
+        return len(self._pieces)
+
+    def _advance(self, token_id: int) -> bool:
+        data = self.vocab.token_bytes(token_id)
+        state = self._next_state(self._states[-1], token_id, data)
+        if state is REJECT:
+            return False
+        self._states.append(state)
+        self._pieces.append(data)
+        return True
+
+    def _retreat(self, n: int) -> None:
+        del self._states[-n:]
+        del self._pieces[-n:]

@@ -19,7 +19,7 @@ import numpy as np
 from tether.automata.dfa import DEAD, LazyDFA
 from tether.engine import bitmask
 from tether.engine.compiled import CheckResult, Compiled
-from tether.engine.matcher import Forced, Matcher
+from tether.engine.matcher import REJECT, Forced, StateStackMatcher
 from tether.engine.token_masks import TrieWalker
 from tether.vocab import Vocabulary
 
@@ -161,19 +161,12 @@ class RegularCompiled(Compiled):
         return tuple(tokens)
 
 
-class RegularMatcher(Matcher):
-    """A position in a :class:`RegularCompiled` constraint."""
+class RegularMatcher(StateStackMatcher):
+    """A position in a :class:`RegularCompiled` constraint (the state is a DFA state)."""
 
     def __init__(self, compiled: RegularCompiled) -> None:
+        super().__init__(compiled.vocab, compiled.dfa.start)
         self.compiled = compiled
-        self.vocab = compiled.vocab
-        self._states = [compiled.dfa.start]
-        self._pieces: list[bytes] = []
-
-    @property
-    def state(self) -> int:
-        """The current DFA state."""
-        return self._states[-1]
 
     def mask(self) -> np.ndarray:
         if self._stopped:
@@ -191,31 +184,10 @@ class RegularMatcher(Matcher):
             return Forced(b"", ())
         return self.compiled.state_forced(self._states[-1])
 
-    def fork(self) -> RegularMatcher:
-        twin = RegularMatcher(self.compiled)
-        twin._states = list(self._states)
-        twin._pieces = list(self._pieces)
-        twin._stopped = self._stopped
-        return twin
+    def _blank(self) -> RegularMatcher:
+        return RegularMatcher(self.compiled)
 
-    @property
-    def generated_bytes(self) -> bytes:
-        return b"".join(self._pieces)
-
-    @property
-    def n_consumed(self) -> int:
-        return len(self._pieces)
-
-    def _advance(self, token_id: int) -> bool:
-        data = self.vocab.token_bytes(token_id)
+    def _next_state(self, state: object, token_id: int, data: bytes) -> object:
         with self.compiled._lock:
-            state = self.compiled.dfa.walk(self._states[-1], data)
-        if state == DEAD:
-            return False
-        self._states.append(state)
-        self._pieces.append(data)
-        return True
-
-    def _retreat(self, n: int) -> None:
-        del self._states[-n:]
-        del self._pieces[-n:]
+            nxt = self.compiled.dfa.walk(state, data)
+        return REJECT if nxt == DEAD else nxt

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from tether.engine import bitmask
-from tether.engine.matcher import Forced, Matcher
+from tether.engine.matcher import REJECT, Forced, StateStackMatcher
 from tether.fusion.words import check_words, extend, token_words
 from tether.vocab import Vocabulary
 
@@ -74,22 +74,21 @@ class ForbiddenWordsTable:
         return words
 
 
-class ForbiddenWordsMatcher(Matcher):
-    """A position in a :class:`ForbiddenWordsTable` language (the Matcher interface)."""
+class ForbiddenWordsMatcher(StateStackMatcher):
+    """A position in a :class:`ForbiddenWordsTable` language (the Matcher interface);
+    the state is the word run the text ends in."""
 
     def __init__(self, table: ForbiddenWordsTable) -> None:
+        super().__init__(table.vocab, b"")
         self.table = table
-        self.vocab = table.vocab
-        self._runs: list[bytes | None] = [b""]
-        self._pieces: list[bytes] = []
 
     def mask(self) -> np.ndarray:
         if self._stopped:
             return self.table.empty
-        return self.table.mask(self._runs[-1])
+        return self.table.mask(self._states[-1])
 
     def is_accepting(self) -> bool:
-        return self._runs[-1] not in self.table.words
+        return self._states[-1] not in self.table.words
 
     def is_finished(self) -> bool:
         return self._stopped
@@ -97,32 +96,13 @@ class ForbiddenWordsMatcher(Matcher):
     def forced(self) -> Forced:
         return Forced(b"", ())
 
-    def fork(self) -> ForbiddenWordsMatcher:
-        twin = ForbiddenWordsMatcher(self.table)
-        twin._runs = list(self._runs)
-        twin._pieces = list(self._pieces)
-        twin._stopped = self._stopped
-        return twin
+    def _blank(self) -> ForbiddenWordsMatcher:
+        return ForbiddenWordsMatcher(self.table)
 
-    @property
-    def generated_bytes(self) -> bytes:
-        return b"".join(self._pieces)
-
-    @property
-    def n_consumed(self) -> int:
-        return len(self._pieces)
-
-    def _advance(self, token_id: int) -> bool:
-        if not bitmask.is_allowed(self.mask(), token_id):
-            return False
-        data = self.vocab.token_bytes(token_id)
-        self._runs.append(extend(self._runs[-1], data, self.table.prefixes))
-        self._pieces.append(data)
-        return True
-
-    def _retreat(self, n: int) -> None:
-        del self._runs[-n:]
-        del self._pieces[-n:]
+    def _next_state(self, state: object, token_id: int, data: bytes) -> object:
+        if not bitmask.is_allowed(self.table.mask(state), token_id):
+            return REJECT
+        return extend(state, data, self.table.prefixes)
 
 
 def forbid_words(vocab: Vocabulary, words: Iterable[str | bytes]) -> ForbiddenWordsMatcher:
