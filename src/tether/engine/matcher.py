@@ -102,7 +102,6 @@ class Matcher(ABC):
                     f"end of generation (token {token_id}) is not allowed after "
                     f"{self.generated_bytes!r}", token=token_id)
             self._stopped = True
-            self._stop_index = self.n_consumed
             return
         if self.vocab.is_special(token_id) or not self._advance(token_id):
             raise ConstraintViolation(
@@ -138,7 +137,6 @@ class Matcher(ABC):
         return self._stopped
 
     _stopped: bool = False
-    _stop_index: int = 0
 
 
 REJECT = object()  # what StateStackMatcher._next_state returns for a disallowed token

@@ -42,6 +42,7 @@ class RegularCompiled(Compiled):
         self._empty.flags.writeable = False
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()  # insertion order: FIFO
         self._forced: dict[int, Forced] = {}
+        self._finished: dict[int, bool] = {}
         self._lock = threading.RLock()
         self.compile_seconds = compile_seconds
         self._mask_seconds = 0.0
@@ -131,10 +132,14 @@ class RegularCompiled(Compiled):
         return forced
 
     def state_finished(self, state: int) -> bool:
-        """Accepting with no way to add a byte."""
-        with self._lock:
-            self.dfa.ensure_rows([state])
-            return bool(self.dfa.accepting[state]) and not self.dfa.table[state].any()
+        """Accepting with no way to add a byte (computed once per state)."""
+        finished = self._finished.get(state)
+        if finished is None:
+            with self._lock:
+                self.dfa.ensure_rows([state])
+                finished = bool(self.dfa.accepting[state]) and not self.dfa.table[state].any()
+                self._finished[state] = finished
+        return finished
 
     def _forced_bytes(self, state: int) -> bytes:
         out = bytearray()
