@@ -10,7 +10,7 @@ Compile a constraint for a vocabulary, walk it token by token with a matcher, or
 """
 
 from tether.compiler import compile  # noqa: A004
-from tether.constraints import Choices, Regex
+from tether.constraints import Choices, Grammar, JsonSchema, Regex
 from tether.engine.compiled import CheckResult, Compiled
 from tether.engine.matcher import Forced, Matcher
 from tether.errors import (
@@ -35,6 +35,8 @@ __all__ = [
     "ConstraintViolation",
     "Forced",
     "GenerationResult",
+    "Grammar",
+    "JsonSchema",
     "LimitExceeded",
     "Matcher",
     "ModelError",

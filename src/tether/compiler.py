@@ -15,11 +15,13 @@ from tether.automata.dfa import LazyDFA
 from tether.automata.nfa import build_nfa
 from tether.automata.regex_ast import Alternate, Node, literal
 from tether.automata.regex_parser import parse_regex
-from tether.constraints import Choices, Constraint, Regex
+from tether.constraints import Choices, Constraint, Grammar, JsonSchema, Regex
 from tether.engine.compiled import Compiled
 from tether.engine.regular import RegularCompiled
 from tether.errors import CompileError
 from tether.gc_pause import paused_gc
+from tether.grammar.ir import Grammar as GrammarIR
+from tether.grammar.lower import to_automaton
 from tether.vocab import Vocabulary
 
 MAX_CACHED_CONSTRAINTS = 64
@@ -49,6 +51,21 @@ def compile(constraint: Constraint | str, vocab: Vocabulary) -> Compiled:  # noq
     return compiled
 
 
+def _grammar_of(constraint: JsonSchema | Grammar) -> GrammarIR:
+    """The grammar IR of a schema or grammar source (front ends imported on first use)."""
+    if isinstance(constraint, JsonSchema):
+        from tether.schema import compile_schema
+
+        return compile_schema(constraint)
+    if constraint.syntax == "gbnf":
+        from tether.grammar.gbnf import parse_gbnf
+
+        return parse_gbnf(constraint.text, start=constraint.start)
+    from tether.grammar.lark import parse_lark
+
+    return parse_lark(constraint.text, start=constraint.start)
+
+
 def _compile_uncached(constraint: Constraint, vocab: Vocabulary) -> Compiled:
     started = time.perf_counter()
     if isinstance(constraint, Regex):
@@ -57,11 +74,14 @@ def _compile_uncached(constraint: Constraint, vocab: Vocabulary) -> Compiled:
     elif isinstance(constraint, Choices):
         source = None
         node = Alternate(tuple(literal(o) for o in constraint.options))
+    elif isinstance(constraint, JsonSchema | Grammar):
+        automaton = to_automaton(_grammar_of(constraint))
     else:
         raise CompileError(f"cannot compile a {type(constraint).__name__}; expected "
-                           "tether.Regex or tether.Choices")
-    dfa = LazyDFA(build_nfa(node, source=source), source=source)
-    compiled = RegularCompiled(constraint, vocab, dfa)
+                           "tether.Regex, tether.Choices, tether.JsonSchema or tether.Grammar")
+    if not isinstance(constraint, JsonSchema | Grammar):
+        automaton = LazyDFA(build_nfa(node, source=source), source=source)
+    compiled = RegularCompiled(constraint, vocab, automaton)
     compiled.precompute(deadline=started + COMPILE_TIME_TARGET_S)
     compiled.compile_seconds = time.perf_counter() - started
     return compiled

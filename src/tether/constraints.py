@@ -6,8 +6,10 @@ These are plain, hashable descriptions; :func:`tether.compile` turns one into a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from tether.errors import CompileError
 
@@ -44,4 +46,104 @@ class Choices:
         object.__setattr__(self, "options", opts)
 
 
-Constraint = Regex | Choices
+WHITESPACE_DEFAULT_MAX = 16  # longest run of blanks between JSON elements, by default
+
+
+@dataclass(frozen=True)
+class JsonSchema:
+    """JSON text that validates against a JSON Schema (draft-07 or 2020-12, SPEC §5).
+
+    ``schema`` is a dict (or its JSON text). Options:
+
+    - ``whitespace``: ``"default"`` allows JSON whitespace between elements in runs of at
+      most ``max_whitespace`` characters (so a model cannot loop on blanks); ``"compact"``
+      allows none.
+    - ``property_order``: ``"schema"`` (properties in the order the schema lists them;
+      the default) or ``"any"``.
+    - ``strict``: an unsupported keyword is a :class:`CompileError` naming it and its JSON
+      pointer (default); ``strict=False`` ignores it with a warning.
+    - ``registry``: schemas for external ``$ref`` URIs (nothing is fetched).
+
+    The schema is kept as JSON text so the constraint is hashable (compile cache key).
+    """
+
+    schema_json: str
+    whitespace: Literal["default", "compact"] = "default"
+    max_whitespace: int = WHITESPACE_DEFAULT_MAX
+    property_order: Literal["schema", "any"] = "schema"
+    strict: bool = True
+    registry_json: str = "{}"
+
+    def __init__(self, schema: Any, *, whitespace: Literal["default", "compact"] = "default",
+                 max_whitespace: int = WHITESPACE_DEFAULT_MAX,
+                 property_order: Literal["schema", "any"] = "schema", strict: bool = True,
+                 registry: Mapping[str, Any] | None = None) -> None:
+        if isinstance(schema, str):
+            try:
+                schema = json.loads(schema)
+            except json.JSONDecodeError as e:
+                raise CompileError(f"the schema is not valid JSON: {e.msg}",
+                                   location=f"{e.lineno}:{e.colno}") from None
+        if not isinstance(schema, dict | bool):
+            raise CompileError(f"a schema must be an object or a boolean, not "
+                               f"{type(schema).__name__}", location="")
+        if whitespace not in ("default", "compact"):
+            raise CompileError(f"whitespace must be 'default' or 'compact', not {whitespace!r}")
+        if property_order not in ("schema", "any"):
+            raise CompileError(
+                f"property_order must be 'schema' or 'any', not {property_order!r}")
+        if not isinstance(max_whitespace, int) or max_whitespace < 0:
+            raise CompileError(f"max_whitespace must be an int >= 0, not {max_whitespace!r}")
+        object.__setattr__(self, "schema_json", _to_json(schema, "the schema"))
+        object.__setattr__(self, "whitespace", whitespace)
+        object.__setattr__(self, "max_whitespace", max_whitespace)
+        object.__setattr__(self, "property_order", property_order)
+        object.__setattr__(self, "strict", bool(strict))
+        object.__setattr__(self, "registry_json", _to_json(dict(registry or {}), "the registry"))
+
+    @property
+    def schema(self) -> Any:
+        """The schema, as a fresh Python object."""
+        return json.loads(self.schema_json)
+
+    @property
+    def registry(self) -> dict[str, Any]:
+        """The external schemas by URI."""
+        return json.loads(self.registry_json)
+
+    @classmethod
+    def from_pydantic(cls, model: Any, **options: Any) -> JsonSchema:
+        """The constraint of a pydantic model class (its ``model_json_schema()``)."""
+        to_schema = getattr(model, "model_json_schema", None)
+        if to_schema is None:
+            raise CompileError(f"{model!r} is not a pydantic model class "
+                               "(it has no model_json_schema())")
+        return cls(to_schema(), **options)
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """Text derived by a context-free grammar written in GBNF or Lark (SPEC §6).
+
+    ``start`` names the start rule (default: ``root`` for GBNF, ``start`` for Lark).
+    """
+
+    text: str
+    syntax: Literal["gbnf", "lark"] = "gbnf"
+    start: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise CompileError(f"a grammar must be a str, not {type(self.text).__name__}")
+        if self.syntax not in ("gbnf", "lark"):
+            raise CompileError(f"grammar syntax must be 'gbnf' or 'lark', not {self.syntax!r}")
+
+
+def _to_json(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise CompileError(f"{what} cannot be written as JSON: {e}") from None
+
+
+Constraint = Regex | Choices | JsonSchema | Grammar

@@ -1,0 +1,62 @@
+"""The grammar IR: the one form every constraint source compiles to (SPEC §1, §6).
+
+A :class:`Grammar` is a set of named rules. A rule's body is a regular expression whose
+atoms are characters (the :mod:`tether.automata.regex_ast` nodes: ``CharSet``,
+``Concat``, ``Alternate``, ``Repeat``) and references to other rules (:class:`Ref`).
+Regexes, GBNF, Lark and JSON Schema all build this; the engine decides how to run it:
+a grammar with no recursion is inlined into one regular expression (the lazy DFA of
+:mod:`tether.automata`), any other runs on the pushdown engine of :mod:`tether.grammar.pda`.
+
+Invariants a front end guarantees (and :func:`check_grammar` verifies):
+- every :class:`Ref` names a rule of the grammar, and ``start`` is a rule;
+- there are no lexer semantics: the language is exactly the set of character strings the
+  rules derive (a front end with ``%ignore`` or keywords writes them into the rules);
+- ``pos`` fields only locate things for error messages: a 1-based column (regex), a
+  ``"line:column"`` string (grammar text) or a JSON pointer (schema).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tether.automata.regex_ast import Alternate, CharSet, Concat, Repeat
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A reference to the rule called ``name``."""
+
+    name: str
+    pos: int | str = 0
+
+
+Expr = CharSet | Concat | Alternate | Repeat | Ref
+
+
+@dataclass
+class Grammar:
+    """Named rules (``rules[name]`` is the body) and the start rule.
+
+    ``where[name]`` says where a rule is defined (for error messages); ``source`` is the
+    text the grammar came from, if any.
+    """
+
+    rules: dict[str, Expr]
+    start: str
+    where: dict[str, int | str] = field(default_factory=dict)
+    source: str | None = None
+
+
+def refs_in(expr: Expr) -> list[Ref]:
+    """Every :class:`Ref` in ``expr``, in order of appearance."""
+    out: list[Ref] = []
+    stack: list[Expr] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Ref):
+            out.append(node)
+        elif isinstance(node, Concat | Alternate):
+            stack.extend(reversed(node.items))
+        elif isinstance(node, Repeat):
+            stack.append(node.item)
+    return out

@@ -1,0 +1,147 @@
+"""Choose and build the automaton that runs a :class:`~tether.grammar.ir.Grammar`.
+
+A grammar whose rules never refer back to themselves is a regular language: its rules
+are inlined into one regular expression and run by the lazy DFA of
+:mod:`tether.automata.dfa` (the fastest engine). A recursive grammar runs on the
+pushdown automaton of :mod:`tether.grammar.pda`. Both present the same lazy-automaton
+interface (integer states, a transition table over byte classes, ``accepting``), so the
+token masks, caches and matchers of :mod:`tether.engine.regular` serve both.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from tether.automata.dfa import LazyDFA
+from tether.automata.nfa import build_nfa
+from tether.automata.regex_ast import Alternate, CharSet, Concat, Node, Repeat
+from tether.errors import CompileError, LimitExceeded
+from tether.grammar.ir import Expr, Grammar, Ref, refs_in
+
+MAX_INLINED_SIZE = 200_000  # syntax-tree nodes a grammar may grow to when inlined
+
+
+def check_grammar(grammar: Grammar) -> Grammar:
+    """Verify the IR invariants and drop rules the start rule cannot reach (with a
+    warning naming them). Raises :class:`CompileError` for a missing start rule, an
+    undefined reference or an unproductive rule (one that derives no string)."""
+    if grammar.start not in grammar.rules:
+        raise CompileError(f"the start rule {grammar.start!r} is not defined",
+                           source=grammar.source)
+    for name, body in grammar.rules.items():
+        for ref in refs_in(body):
+            if ref.name not in grammar.rules:
+                raise CompileError(f"rule {name!r} refers to undefined rule {ref.name!r}",
+                                   location=ref.pos or grammar.where.get(name),
+                                   source=grammar.source)
+    reachable = _reachable(grammar)
+    unreachable = [n for n in grammar.rules if n not in reachable]
+    if unreachable:
+        warnings.warn(f"rules not reachable from {grammar.start!r}: "
+                      + ", ".join(sorted(unreachable)), stacklevel=3)
+    rules = {n: b for n, b in grammar.rules.items() if n in reachable}
+    productive = _productive(rules)
+    for name in rules:
+        if name not in productive:
+            raise CompileError(f"rule {name!r} derives no string (every alternative needs "
+                               "itself or another unproductive rule)",
+                               location=grammar.where.get(name), source=grammar.source)
+    return Grammar(rules, grammar.start, dict(grammar.where), grammar.source)
+
+
+def recursive_rules(grammar: Grammar) -> set[str]:
+    """The rules that can reach themselves through references."""
+    graph = {n: {r.name for r in refs_in(b)} for n, b in grammar.rules.items()}
+    out: set[str] = set()
+    for name in graph:
+        seen: set[str] = set()
+        stack = list(graph[name])
+        while stack:
+            n = stack.pop()
+            if n == name:
+                out.add(name)
+                break
+            if n not in seen:
+                seen.add(n)
+                stack.extend(graph.get(n, ()))
+    return out
+
+
+def to_automaton(grammar: Grammar):  # -> LazyDFA | PushdownAutomaton
+    """The lazy automaton of ``grammar`` (see the module docstring)."""
+    grammar = check_grammar(grammar)
+    if not recursive_rules(grammar):
+        try:
+            node = inline(grammar)
+        except LimitExceeded:
+            node = None
+        if node is not None:
+            return LazyDFA(build_nfa(node, source=grammar.source), source=grammar.source)
+    from tether.grammar.pda import PushdownAutomaton
+
+    return PushdownAutomaton(grammar)
+
+
+def inline(grammar: Grammar) -> Node:
+    """The start rule with every reference replaced by its rule's body (the grammar must
+    not be recursive); :class:`LimitExceeded` if the tree grows past a bound."""
+    done: dict[str, Node] = {}
+    size = [0]
+
+    def expand(expr: Expr) -> Node:
+        size[0] += 1
+        if size[0] > MAX_INLINED_SIZE:
+            raise LimitExceeded("the grammar is too large to inline")
+        if isinstance(expr, Ref):
+            if expr.name not in done:
+                done[expr.name] = expand(grammar.rules[expr.name])
+            return done[expr.name]
+        if isinstance(expr, Concat):
+            return Concat(tuple(expand(i) for i in expr.items), expr.pos)
+        if isinstance(expr, Alternate):
+            return Alternate(tuple(expand(i) for i in expr.items), expr.pos)
+        if isinstance(expr, Repeat):
+            return Repeat(expand(expr.item), expr.min, expr.max, expr.pos)
+        if isinstance(expr, CharSet):
+            return expr
+        return expr  # a pre-built automaton node
+
+    return expand(grammar.rules[grammar.start])
+
+
+def _reachable(grammar: Grammar) -> set[str]:
+    seen = {grammar.start}
+    stack = [grammar.start]
+    while stack:
+        for ref in refs_in(grammar.rules[stack.pop()]):
+            if ref.name not in seen and ref.name in grammar.rules:
+                seen.add(ref.name)
+                stack.append(ref.name)
+    return seen
+
+
+def _productive(rules: dict[str, Expr]) -> set[str]:
+    productive: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, body in rules.items():
+            if name not in productive and _derives(body, productive):
+                productive.add(name)
+                changed = True
+    return productive
+
+
+def _derives(expr: Expr, productive: set[str]) -> bool:
+    """Whether ``expr`` derives some string when only ``productive`` rules may be used."""
+    if isinstance(expr, Ref):
+        return expr.name in productive
+    if isinstance(expr, CharSet):
+        return bool(expr.ranges)
+    if isinstance(expr, Concat):
+        return all(_derives(i, productive) for i in expr.items)
+    if isinstance(expr, Alternate):
+        return any(_derives(i, productive) for i in expr.items)
+    if isinstance(expr, Repeat):
+        return expr.min == 0 or _derives(expr.item, productive)
+    return True
