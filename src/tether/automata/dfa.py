@@ -13,7 +13,8 @@ calling :meth:`LazyDFA.ensure_rows`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Iterable
 
 import numpy as np
 
@@ -26,33 +27,40 @@ UNKNOWN = -1
 MAX_DFA_STATES = 100_000
 
 
-class LazyDFA:
-    """Subset construction on demand (see the module docstring)."""
+class LazyAutomaton(ABC):
+    """A deterministic automaton over byte classes whose states are built on demand.
 
-    def __init__(self, nfa: Nfa, *, max_states: int = MAX_DFA_STATES,
-                 source: str | None = None) -> None:
+    Each state stands for a hashable *key* (a set of NFA states, a parser
+    configuration…); keys are interned to consecutive integers, ``DEAD`` being the empty
+    key. Subclasses say what a key accepts and compute a state's whole row at once. The
+    invariant every engine relies on: a state other than ``DEAD`` can still reach an
+    accepting state.
+    """
+
+    def __init__(self, class_of_byte: np.ndarray, n_classes: int, dead_key: Hashable, *,
+                 max_states: int, source: str | None) -> None:
+        self.class_of_byte = class_of_byte
+        self.n_classes = n_classes
         self.max_states = max_states
         self.source = source
-        self._accept = nfa.accept
-        self._eps = nfa.eps
-        self.class_of_byte, n_classes = _byte_classes(nfa)
-        self.n_classes = n_classes
-        # Per NFA state: its edges in class units (lo_class, hi_class, target).
-        cls = self.class_of_byte
-        self._class_edges = [[(int(cls[lo]), int(cls[hi]), t) for lo, hi, t in edges]
-                             for edges in nfa.edges]
-        self._closure_memo: dict[int, frozenset[int]] = {}
-        self._ids: dict[frozenset[int], int] = {frozenset(): DEAD}
-        self._sets: list[frozenset[int]] = [frozenset()]
+        self._ids: dict[Hashable, int] = {dead_key: DEAD}
+        self._keys: list[Hashable] = [dead_key]
         self.table = np.full((64, n_classes), UNKNOWN, dtype=np.int32)
         self.table[DEAD] = DEAD
         self.accepting = np.zeros(64, dtype=bool)
-        self.start = self._intern(self._closure(nfa.start))
+
+    @abstractmethod
+    def _accepts(self, key: Hashable) -> bool:
+        """Whether the state of ``key`` accepts."""
+
+    @abstractmethod
+    def _compute_row(self, state: int) -> None:
+        """Fill ``self.table[state]`` (use :meth:`_intern` for the targets)."""
 
     @property
     def n_states(self) -> int:
         """States materialised so far (DEAD included)."""
-        return len(self._sets)
+        return len(self._keys)
 
     def ensure_rows(self, states: Iterable[int]) -> None:
         """Compute the rows of ``states`` that are still unknown."""
@@ -78,7 +86,8 @@ class LazyDFA:
         return state
 
     def materialize(self, limit: int) -> bool:
-        """Build every reachable state if there are at most ``limit``; True if complete."""
+        """Build every state reachable from ``start`` if there are at most ``limit``;
+        True if complete."""
         frontier = [self.start]
         seen = {self.start}
         while frontier:
@@ -93,7 +102,48 @@ class LazyDFA:
                     frontier.append(t)
         return True
 
-    # -- construction ------------------------------------------------------------------
+    start: int
+
+    def _intern(self, key: Hashable) -> int:
+        sid = self._ids.get(key)
+        if sid is not None:
+            return sid
+        sid = len(self._keys)
+        if sid >= self.max_states:
+            raise LimitExceeded(
+                f"the constraint's automaton needs more than {self.max_states} states",
+                location=1 if self.source is not None else None, source=self.source)
+        if sid >= self.table.shape[0]:
+            grow = self.table.shape[0]
+            self.table = np.vstack(
+                [self.table, np.full((grow, self.n_classes), UNKNOWN, dtype=np.int32)])
+            self.accepting = np.concatenate([self.accepting, np.zeros(grow, dtype=bool)])
+        self._ids[key] = sid
+        self._keys.append(key)
+        self.accepting[sid] = self._accepts(key)
+        return sid
+
+
+class LazyDFA(LazyAutomaton):
+    """Subset construction on demand over a trimmed NFA (see the module docstring)."""
+
+    def __init__(self, nfa: Nfa, *, max_states: int = MAX_DFA_STATES,
+                 source: str | None = None) -> None:
+        self._accept = nfa.accept
+        self._eps = nfa.eps
+        class_of_byte, n_classes = byte_classes(nfa.edges)
+        super().__init__(class_of_byte, n_classes, frozenset(), max_states=max_states,
+                         source=source)
+        # Per NFA state: its edges in class units (lo_class, hi_class, target).
+        cls = self.class_of_byte
+        self._class_edges = [[(int(cls[lo]), int(cls[hi]), t) for lo, hi, t in edges]
+                             for edges in nfa.edges]
+        self._closure_memo: dict[int, frozenset[int]] = {}
+        self.start = self._intern(self._closure(nfa.start))
+
+    def _accepts(self, key: Hashable) -> bool:
+        return self._accept in key  # type: ignore[operator]
+
     def _closure(self, nfa_state: int) -> frozenset[int]:
         memo = self._closure_memo.get(nfa_state)
         if memo is not None:
@@ -113,28 +163,9 @@ class LazyDFA:
         self._closure_memo[nfa_state] = out
         return out
 
-    def _intern(self, states: frozenset[int]) -> int:
-        sid = self._ids.get(states)
-        if sid is not None:
-            return sid
-        sid = len(self._sets)
-        if sid >= self.max_states:
-            raise LimitExceeded(
-                f"the constraint's automaton needs more than {self.max_states} states",
-                location=1 if self.source is not None else None, source=self.source)
-        if sid >= self.table.shape[0]:
-            grow = self.table.shape[0]
-            self.table = np.vstack(
-                [self.table, np.full((grow, self.n_classes), UNKNOWN, dtype=np.int32)])
-            self.accepting = np.concatenate([self.accepting, np.zeros(grow, dtype=bool)])
-        self._ids[states] = sid
-        self._sets.append(states)
-        self.accepting[sid] = self._accept in states
-        return sid
-
     def _compute_row(self, state: int) -> None:
         buckets: list[set[int]] = [set() for _ in range(self.n_classes)]
-        for s in self._sets[state]:
+        for s in self._keys[state]:  # type: ignore[attr-defined]
             for lo, hi, t in self._class_edges[s]:
                 closure = self._closure(t)
                 for c in range(lo, hi + 1):
@@ -150,11 +181,12 @@ class LazyDFA:
         self.table[state] = row
 
 
-def _byte_classes(nfa: Nfa) -> tuple[np.ndarray, int]:
+def byte_classes(edges_by_state: Iterable[Iterable[tuple[int, int, int]]]
+                 ) -> tuple[np.ndarray, int]:
     """Map each byte to its class: bytes between consecutive edge boundaries share one."""
     boundary = np.zeros(257, dtype=bool)
     boundary[0] = True
-    for edges in nfa.edges:
+    for edges in edges_by_state:
         for lo, hi, _ in edges:
             boundary[lo] = True
             boundary[hi + 1] = True

@@ -1,0 +1,398 @@
+"""The pushdown engine: a recursive grammar run as a lazily built automaton over bytes.
+
+Every rule body becomes a fragment of one byte NFA in which a reference to rule ``k``
+is a *call edge*. Sets of NFA states of one rule (its *item sets*, determinised on
+demand) are the frames of a stack; a parser configuration is a set of stacks (more than
+one when the grammar is ambiguous), each stack a hash-consed linked list of frames, so
+configurations with the same stacks are the same object whatever the input that led
+there. Reading a byte advances the top frame of every stack; a frame that may call a
+rule pushes the callee's start (with the caller's frame already advanced past the call
+below it), and a frame whose rule may end pops. A call in tail position does not grow
+the stack, so right recursion and repetition run in constant depth.
+
+:class:`PushdownAutomaton` interns configurations as the states of a
+:class:`~tether.automata.dfa.LazyAutomaton`: the token masks, caches, forced bytes and
+matchers built for regular constraints serve grammars unchanged, and masks are cached
+per configuration, i.e. per (parser stack, position in the current rule).
+
+Invariants: every rule derives some string and every NFA state that can be in a frame
+reaches its rule's end (:func:`tether.grammar.lower.check_grammar` and trimming), so a
+non-empty configuration is always a prefix of some string of the language — "not DEAD"
+means viable, as for the DFA. Left recursion would push forever; direct left recursion
+(``A: A x | y``) is rewritten to iteration (``A: y x*``), and any other left-recursive
+cycle is refused at compile time. Stack depth, stack nodes and configurations are
+bounded (:class:`~tether.errors.LimitExceeded`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import numpy as np
+
+from tether.automata.dfa import DEAD, LazyAutomaton, byte_classes
+from tether.automata.nfa import _Builder
+from tether.automata.regex_ast import Alternate, Concat, Repeat
+from tether.errors import CompileError, LimitExceeded
+from tether.grammar.ir import Expr, Grammar, Ref
+
+MAX_CONFIGURATIONS = 500_000
+MAX_STACK_NODES = 2_000_000
+MAX_STACK_DEPTH = 2_000
+MAX_EXPANSION = 20_000  # stacks in one configuration
+MAX_NFA_STATES = 500_000
+
+BOTTOM = -1  # the parent of a bottom frame
+
+
+class PushdownAutomaton(LazyAutomaton):
+    """A recursive grammar as a lazy automaton (see the module docstring)."""
+
+    def __init__(self, grammar: Grammar, *, max_states: int = MAX_CONFIGURATIONS) -> None:
+        grammar = without_direct_left_recursion(grammar)
+        self.grammar = grammar
+        self._build_nfa(grammar)
+        _refuse_left_recursion(self, grammar)
+        class_of_byte, n_classes = byte_classes(self._edges)
+        super().__init__(class_of_byte, n_classes, frozenset(), max_states=max_states,
+                         source=grammar.source)
+        cls = self.class_of_byte
+        self._class_edges = [[(int(cls[lo]), int(cls[hi]), t) for lo, hi, t in edges]
+                             for edges in self._edges]
+        # Item sets (frames): interned closed sets of NFA states of one rule.
+        self._item_ids: dict[frozenset[int], int] = {}
+        self._items: list[frozenset[int]] = []
+        self._item_rows: list[np.ndarray | None] = []
+        self._item_calls: list[tuple[tuple[int, int], ...]] = []
+        self._item_accepts: list[bool] = []
+        self._item_final: list[bool] = []
+        self._closure_memo: dict[int, frozenset[int]] = {}
+        self._rule_start_item = [self._item(self._closure(s)) for s in self._rule_start]
+        # Stack nodes: (item set, parent node) hash-consed, with their depth.
+        self._node_ids: dict[tuple[int, int], int] = {}
+        self._nodes: list[tuple[int, int]] = []
+        self._depth: list[int] = []
+        self._expanded: dict[frozenset[int], tuple[tuple[int, ...], bool]] = {}
+        root = self._rule_index[grammar.start]
+        self.start = self._intern(frozenset({self._node(self._rule_start_item[root], BOTTOM)}))
+
+    # -- the NFA of all rules ------------------------------------------------------------
+    def _build_nfa(self, grammar: Grammar) -> None:
+        names = list(grammar.rules)
+        self._rule_index = {n: i for i, n in enumerate(names)}
+        builder = _RuleBuilder(self._rule_index, grammar.source)
+        self._rule_start: list[int] = []
+        self._rule_accept: list[int] = []
+        for name in names:
+            s, e = builder.build(grammar.rules[name])
+            self._rule_start.append(s)
+            self._rule_accept.append(e)
+        self._edges = builder.edges
+        self._eps = builder.eps
+        self._calls = builder.calls
+        self._accept_states = set(self._rule_accept)
+        _trim(self)
+
+    # -- item sets -----------------------------------------------------------------------
+    def _closure(self, nfa_state: int) -> frozenset[int]:
+        memo = self._closure_memo.get(nfa_state)
+        if memo is not None:
+            return memo
+        seen = {nfa_state}
+        stack = [nfa_state]
+        important = set()
+        while stack:
+            s = stack.pop()
+            if self._edges[s] or self._calls.get(s) or s in self._accept_states:
+                important.add(s)
+            for t in self._eps[s]:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        out = frozenset(important)
+        self._closure_memo[nfa_state] = out
+        return out
+
+    def _item(self, states: frozenset[int]) -> int:
+        iid = self._item_ids.get(states)
+        if iid is not None:
+            return iid
+        iid = len(self._items)
+        self._item_ids[states] = iid
+        self._items.append(states)
+        self._item_rows.append(None)
+        self._item_calls.append(())
+        accepts = not states.isdisjoint(self._accept_states)
+        self._item_accepts.append(accepts)
+        self._item_final.append(False)
+        calls: dict[int, set[int]] = {}
+        for s in states:
+            for rule, target in self._calls.get(s, ()):
+                calls.setdefault(rule, set()).update(self._closure(target))
+        # Interning the continuations may add items: fill this one's slots afterwards.
+        self._item_calls[iid] = tuple((rule, self._item(frozenset(t)))
+                                      for rule, t in sorted(calls.items()))
+        self._item_final[iid] = (accepts and not calls
+                                 and not any(self._edges[s] for s in states))
+        return iid
+
+    def _item_row(self, iid: int) -> np.ndarray:
+        """Per byte class, the item set reached by reading one byte (-1: none)."""
+        row = self._item_rows[iid]
+        if row is not None:
+            return row
+        buckets: list[set[int]] = [set() for _ in range(self.n_classes)]
+        for s in self._items[iid]:
+            for lo, hi, t in self._class_edges[s]:
+                closure = self._closure(t)
+                for c in range(lo, hi + 1):
+                    buckets[c].update(closure)
+        row = np.array([self._item(frozenset(b)) if b else -1 for b in buckets],
+                       dtype=np.int64)
+        self._item_rows[iid] = row
+        return row
+
+    # -- stacks and configurations -------------------------------------------------------
+    def _node(self, item: int, parent: int) -> int:
+        key = (item, parent)
+        nid = self._node_ids.get(key)
+        if nid is not None:
+            return nid
+        depth = 1 if parent == BOTTOM else self._depth[parent] + 1
+        if depth > MAX_STACK_DEPTH:
+            raise LimitExceeded(f"the grammar nests deeper than {MAX_STACK_DEPTH} rules",
+                                source=self.source)
+        nid = len(self._nodes)
+        if nid >= MAX_STACK_NODES:
+            raise LimitExceeded(f"the parser needs more than {MAX_STACK_NODES} stack nodes",
+                                source=self.source)
+        self._node_ids[key] = nid
+        self._nodes.append(key)
+        self._depth.append(depth)
+        return nid
+
+    def _expand(self, kernel: frozenset[int]) -> tuple[tuple[int, ...], bool]:
+        """The stacks a configuration stands for once every possible call is pushed and
+        every possible return popped, and whether it accepts (the start rule may end
+        with nothing below it)."""
+        seen = set(kernel)
+        work = list(kernel)
+        accepts = False
+        while work:
+            node = work.pop()
+            item, parent = self._nodes[node]
+            pushed = []
+            for rule, cont in self._item_calls[item]:
+                below = parent if self._item_final[cont] else self._node(cont, parent)
+                pushed.append(self._node(self._rule_start_item[rule], below))
+            if self._item_accepts[item]:
+                if parent == BOTTOM:
+                    accepts = True
+                else:
+                    pushed.append(parent)
+            for n in pushed:
+                if n not in seen:
+                    seen.add(n)
+                    work.append(n)
+                    if len(seen) > MAX_EXPANSION:
+                        raise LimitExceeded(
+                            f"the grammar is too ambiguous here: more than {MAX_EXPANSION} "
+                            "parse stacks at once", source=self.source)
+        return tuple(sorted(seen)), accepts
+
+    def _expansion(self, kernel: frozenset[int]) -> tuple[tuple[int, ...], bool]:
+        hit = self._expanded.get(kernel)
+        if hit is None:
+            hit = self._expanded[kernel] = self._expand(kernel)
+        return hit
+
+    def _accepts(self, key: Hashable) -> bool:
+        return self._expansion(key)[1]  # type: ignore[arg-type]
+
+    def _compute_row(self, state: int) -> None:
+        stacks, _ = self._expansion(self._keys[state])  # type: ignore[arg-type]
+        kernels: list[set[int] | None] = [None] * self.n_classes
+        for node in stacks:
+            item, parent = self._nodes[node]
+            row = self._item_row(item)
+            for c in np.flatnonzero(row >= 0).tolist():
+                nxt = self._node(int(row[c]), parent)
+                bucket = kernels[c]
+                if bucket is None:
+                    kernels[c] = {nxt}
+                else:
+                    bucket.add(nxt)
+        out = np.full(self.n_classes, DEAD, dtype=np.int32)
+        interned: dict[frozenset[int], int] = {}
+        for c, bucket in enumerate(kernels):
+            if bucket is None:
+                continue
+            key = frozenset(bucket)
+            sid = interned.get(key)
+            if sid is None:
+                sid = interned[key] = self._intern(key)
+            out[c] = sid
+        self.table[state] = out
+
+
+class _RuleBuilder(_Builder):
+    """The NFA builder with one more node kind: a :class:`Ref` becomes a call edge."""
+
+    def __init__(self, rule_index: dict[str, int], source: str | None) -> None:
+        super().__init__(MAX_NFA_STATES, source)
+        self.rule_index = rule_index
+        self.calls: dict[int, list[tuple[int, int]]] = {}
+
+    def build(self, node):  # type: ignore[override]
+        if isinstance(node, Ref):
+            start, end = self.new(), self.new()
+            self.calls.setdefault(start, []).append((self.rule_index[node.name], end))
+            return start, end
+        return super().build(node)
+
+
+def _trim(pda: PushdownAutomaton) -> None:
+    """Drop edges and calls into NFA states that cannot reach their rule's end."""
+    edges, eps, calls = pda._edges, pda._eps, pda._calls
+    n = len(edges)
+    reverse: list[list[int]] = [[] for _ in range(n)]
+    for s in range(n):
+        for _, _, t in edges[s]:
+            reverse[t].append(s)
+        for t in eps[s]:
+            reverse[t].append(s)
+        for _, t in calls.get(s, ()):
+            reverse[t].append(s)
+    alive = [False] * n
+    stack = list(pda._rule_accept)
+    for s in stack:
+        alive[s] = True
+    while stack:
+        for p in reverse[stack.pop()]:
+            if not alive[p]:
+                alive[p] = True
+                stack.append(p)
+    for s in range(n):
+        edges[s] = [e for e in edges[s] if alive[e[2]]] if alive[s] else []
+        eps[s] = [t for t in eps[s] if alive[t]] if alive[s] else []
+        if s in calls:
+            kept = [c for c in calls[s] if alive[c[1]]] if alive[s] else []
+            if kept:
+                calls[s] = kept
+            else:
+                del calls[s]
+
+
+def without_direct_left_recursion(grammar: Grammar) -> Grammar:
+    """Rewrite every rule ``A: A x1 | A x2 | y1 | y2`` (top-level alternatives) as
+    ``A: (y1 | y2) (x1 | x2)*`` — the same language without left recursion."""
+    rules: dict[str, Expr] = {}
+    for name, body in grammar.rules.items():
+        alternatives = body.items if isinstance(body, Alternate) else (body,)
+        bases: list[Expr] = []
+        tails: list[Expr] = []
+        for alt in alternatives:
+            head, rest = _split_head(alt)
+            if isinstance(head, Ref) and head.name == name:
+                if rest:  # `A: A` alone adds nothing
+                    tails.append(rest[0] if len(rest) == 1 else Concat(tuple(rest)))
+            else:
+                bases.append(alt)
+        if not tails:
+            rules[name] = body
+            continue
+        if not bases:
+            raise CompileError(f"rule {name!r} derives no string (every alternative "
+                               "starts with the rule itself)", location=grammar.where.get(name),
+                               source=grammar.source)
+        base = bases[0] if len(bases) == 1 else Alternate(tuple(bases))
+        tail = tails[0] if len(tails) == 1 else Alternate(tuple(tails))
+        rules[name] = Concat((base, Repeat(tail, 0, None)))
+    return Grammar(rules, grammar.start, dict(grammar.where), grammar.source)
+
+
+def _split_head(alt: Expr) -> tuple[Expr | None, list[Expr]]:
+    """The first item of an alternative and the rest (flattening nested sequences)."""
+    items: list[Expr] = []
+    stack: list[Expr] = [alt]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Concat):
+            stack.extend(reversed(node.items))
+        else:
+            items.append(node)
+    if not items:
+        return None, []
+    return items[0], items[1:]
+
+
+def _refuse_left_recursion(pda: PushdownAutomaton, grammar: Grammar) -> None:
+    """Raise :class:`CompileError` if some rule can call itself before reading a byte."""
+    n_rules = len(pda._rule_start)
+    nullable = [False] * n_rules
+    changed = True
+    while changed:
+        changed = False
+        for k in range(n_rules):
+            if not nullable[k] and _reaches_end(pda, k, nullable):
+                nullable[k] = changed = True
+    left_calls: list[set[int]] = []
+    for k in range(n_rules):
+        seen = {pda._rule_start[k]}
+        stack = [pda._rule_start[k]]
+        called: set[int] = set()
+        while stack:
+            s = stack.pop()
+            nxt = list(pda._eps[s])
+            for rule, target in pda._calls.get(s, ()):
+                called.add(rule)
+                if nullable[rule]:
+                    nxt.append(target)
+            for t in nxt:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        left_calls.append(called)
+    names = list(grammar.rules)
+    for k in range(n_rules):
+        path = _cycle_through(k, left_calls)
+        if path:
+            cycle = " -> ".join(names[i] for i in path)
+            raise CompileError(
+                f"left recursion through {cycle} is not supported (only a rule's own "
+                "alternatives starting with the rule are rewritten, e.g. `a: a x | y`)",
+                location=grammar.where.get(names[k]), source=grammar.source)
+
+
+def _reaches_end(pda: PushdownAutomaton, rule: int, nullable: list[bool]) -> bool:
+    seen = {pda._rule_start[rule]}
+    stack = [pda._rule_start[rule]]
+    while stack:
+        s = stack.pop()
+        if s == pda._rule_accept[rule]:
+            return True
+        nxt = list(pda._eps[s])
+        nxt += [t for r, t in pda._calls.get(s, ()) if nullable[r]]
+        for t in nxt:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return False
+
+
+def _cycle_through(k: int, graph: list[set[int]]) -> list[int]:
+    """A path ``k -> ... -> k`` in ``graph`` (as a list of nodes), or []."""
+    parent: dict[int, int] = {}
+    frontier = [k]
+    while frontier:
+        u = frontier.pop()
+        for v in graph[u]:
+            if v == k:
+                path = [u]
+                while path[-1] != k:
+                    path.append(parent[path[-1]])
+                return list(reversed(path)) + [k]
+            if v not in parent:
+                parent[v] = u
+                frontier.append(v)
+    return []
