@@ -40,9 +40,8 @@ def dyck_prefix(text: str) -> tuple[bool, bool]:
     for ch in text:
         if ch in "([":
             stack.append(ch)
-        elif ch in ")]":
-            if not stack or stack.pop() != "([)]"["([)]".index(ch) - 2]:
-                return False, False
+        elif ch in ")]" and (not stack or stack.pop() != "([)]"["([)]".index(ch) - 2]):
+            return False, False
     return True, not stack
 
 
