@@ -20,6 +20,7 @@ from tether.automata.dfa import DEAD
 from tether.automata.regex_ast import EMPTY, Alternate, Concat, Repeat, literal
 from tether.automata.regex_parser import parse_regex
 from tether.engine import bitmask
+from tether.engine.pushdown import PushdownCompiled
 from tether.engine.regular import RegularCompiled
 from tether.errors import CompileError, LimitExceeded
 from tether.grammar.ir import Grammar, Ref
@@ -58,10 +59,13 @@ def test_dyck_language_matches_a_stack(text: str) -> None:
     assert accepts(automaton, text) == dyck_prefix(text)
 
 
-def test_dyck_masks_equal_brute_force_oracle() -> None:
+@pytest.mark.parametrize("engine", [RegularCompiled, PushdownCompiled])
+def test_dyck_masks_equal_brute_force_oracle(engine) -> None:
+    """Masks walked whole (RegularCompiled) and composed per frame (PushdownCompiled)
+    both equal the oracle."""
     tokens = ["".join(p) for n in (1, 2, 3) for p in itertools.product("()[]x", repeat=n)]
     vocab = tether.Vocabulary([t.encode() for t in tokens] + [b""], eos_ids=[len(tokens)])
-    compiled = RegularCompiled(None, vocab, to_automaton(DYCK))
+    compiled = engine(None, vocab, to_automaton(DYCK))
     rng = random.Random(7)
     checked = 0
     for _ in range(60):

@@ -17,11 +17,13 @@ from tether.automata.regex_ast import Alternate, Node, literal
 from tether.automata.regex_parser import parse_regex
 from tether.constraints import Choices, Constraint, Grammar, JsonSchema, Regex
 from tether.engine.compiled import Compiled
+from tether.engine.pushdown import PushdownCompiled
 from tether.engine.regular import RegularCompiled
 from tether.errors import CompileError
 from tether.gc_pause import paused_gc
 from tether.grammar.ir import Grammar as GrammarIR
 from tether.grammar.lower import to_automaton
+from tether.grammar.pda import PushdownAutomaton
 from tether.vocab import Vocabulary
 
 MAX_CACHED_CONSTRAINTS = 64
@@ -81,7 +83,10 @@ def _compile_uncached(constraint: Constraint, vocab: Vocabulary) -> Compiled:
                            "tether.Regex, tether.Choices, tether.JsonSchema or tether.Grammar")
     if not isinstance(constraint, JsonSchema | Grammar):
         automaton = LazyDFA(build_nfa(node, source=source), source=source)
-    compiled = RegularCompiled(constraint, vocab, automaton)
+    if isinstance(automaton, PushdownAutomaton):
+        compiled: Compiled = PushdownCompiled(constraint, vocab, automaton)
+    else:
+        compiled = RegularCompiled(constraint, vocab, automaton)
     compiled.precompute(deadline=started + COMPILE_TIME_TARGET_S)
     compiled.compile_seconds = time.perf_counter() - started
     return compiled

@@ -13,14 +13,16 @@ compiled by numba, whose machine code is cached on disk. Measured on SmolLM2: a 
 that allows nearly every token takes ~10 ms walked level by level with numpy on the
 byte trie, ~1.8 ms with numba on the byte trie, ~0.1 ms with numba on the class trie.
 
-The DFA is lazy: when the walk meets a row that is not built yet, it notes the state and
-skips that subtree; the rows are then built in Python and the walk is run again.
+The automaton is lazy: when the walk meets a row that is not built yet, it notes the
+(trie node, state) pair and skips that subtree; the rows are then built in Python and the
+walk resumes from the skipped subtrees only.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,27 +43,65 @@ class TrieWalker:
 
     def mask(self, state: int) -> np.ndarray:
         """Bitmask words of the non-special tokens allowed from ``state``."""
-        return self._run(state, _NO_SUCCESSORS)[0]
+        return self._run(self._root_start(state))[0]
 
     def mask_and_successors(self, state: int) -> tuple[np.ndarray, np.ndarray]:
         """The mask of ``state`` and the states its allowed tokens lead to."""
-        words, reached = self._run(state, None)
+        words, reached, _ = self._run(self._root_start(state), successors=True)
         return words, np.flatnonzero(reached)
 
-    def _run(self, state: int, reached: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def mask_and_events(self, state: int, flagged: Callable[[], np.ndarray]
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """The mask of ``state`` and the trie nodes (excluding the root) at which a walk
+        from it enters a flagged state; ``flagged()`` returns the flags by state (a bool
+        array covering every state built so far; it is asked again as states are
+        added)."""
+        words, _, events = self._run(self._root_start(state), flagged=flagged)
+        return words, np.flatnonzero(events)
+
+    def subtrees_mask(self, nodes: np.ndarray, state: int) -> np.ndarray:
+        """The tokens that continue below trie ``nodes`` (the nodes' own tokens
+        excluded), the bytes below each node being read from ``state``."""
+        trie = self.trie
+        lo = trie.first_child[nodes]
+        keep = trie.n_children[nodes] > 0
+        lo = lo[keep]
+        return self._run((lo, lo + trie.n_children[nodes][keep],
+                          np.full(lo.size, state, dtype=np.int64)))[0]
+
+    def _root_start(self, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        lo = np.array([self.trie.first_child[0]], dtype=np.int64)
+        return lo, lo + self.trie.n_children[0], np.array([state], dtype=np.int64)
+
+    def _run(self, starts: tuple[np.ndarray, np.ndarray, np.ndarray], *,
+             successors: bool = False, flagged: Callable[[], np.ndarray] | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         trie = self.trie
         words = np.zeros(bitmask.n_words(self.vocab.size), dtype=np.uint32)
-        missing = np.empty(_MAX_MISSING, dtype=np.int64)
+        # Pending subtrees: children lo..hi of a trie node, read from an automaton state.
+        lo, hi, st = starts
+        missing = np.empty((_MAX_MISSING, 2), dtype=np.int64)
+        reached = _NO_FLAGS
+        events = np.zeros(trie.node_class.size if flagged is not None else 0, dtype=np.bool_)
         while True:
             table = self.dfa.table
-            flags = reached if reached is not None else np.zeros(table.shape[0], dtype=np.bool_)
+            if successors and reached.size < table.shape[0]:
+                reached = np.concatenate(
+                    [reached, np.zeros(table.shape[0] - reached.size, np.bool_)])
             n_missing = _walk(table, trie.node_class, trie.first_child, trie.n_children,
-                              trie.tok_start, trie.tok_ids, state, trie.depth, words, missing,
-                              flags)
+                              trie.tok_start, trie.tok_ids, lo, hi, st, trie.depth, words,
+                              missing, reached, flagged() if flagged is not None else _NO_FLAGS,
+                              events)
             if n_missing == 0:
-                return words, flags
-            words[:] = 0
-            self.dfa.ensure_rows(missing[:n_missing].tolist())
+                return words, reached, events
+            if n_missing > _MAX_MISSING:  # too many to resume: build them, walk again
+                self.dfa.ensure_rows(np.unique(missing[:, 1]).tolist())
+                continue
+            pending = missing[:n_missing]
+            self.dfa.ensure_rows(np.unique(pending[:, 1]).tolist())
+            lo = pending[:, 0].copy()
+            hi = lo + 1
+            st = pending[:, 1].copy()
 
 
 @dataclass(frozen=True)
@@ -190,61 +230,66 @@ def _warm_up() -> None:
     table = np.zeros((1, 1), dtype=np.int32)
     empty = np.zeros(1, dtype=np.int64)
     _walk(table, np.zeros(1, dtype=np.int32), empty, empty, np.zeros(2, dtype=np.int64),
-          empty, 0, 0, np.zeros(1, dtype=np.uint32), empty.copy(), _NO_SUCCESSORS)
+          empty, empty, empty, empty, 0, np.zeros(1, dtype=np.uint32),
+          np.empty((1, 2), dtype=np.int64), _NO_FLAGS, _NO_FLAGS, _NO_FLAGS)
     _merge_paths(np.array([-1], dtype=np.int64), np.zeros(1, dtype=np.int32),
                  np.array([0, 1, 1], dtype=np.int64), 1)
     _group_tokens(empty, empty, 1)
 
 
-_MAX_MISSING = 64  # unbuilt rows reported per walk; more are found by the next walk
-_NO_SUCCESSORS = np.zeros(0, dtype=np.bool_)
+_MAX_MISSING = 1 << 14  # unbuilt transitions a walk can note to resume from
+_NO_FLAGS = np.zeros(0, dtype=np.bool_)
 
 
 @njit(cache=True, nogil=True)
-def _walk(table, node_class, first_child, n_children, tok_start, tok_ids, start_state,
-          depth, words, missing, reached):  # pragma: no cover - compiled
-    """Set the bits of every token readable from ``start_state``; return how many
-    distinct states with unbuilt rows were met (their ids are in ``missing``). If
-    ``reached`` is not empty, flag the state each allowed token ends in."""
+def _walk(table, node_class, first_child, n_children, tok_start, tok_ids, start_lo, start_hi,
+          start_state, depth, words, missing, reached, flagged, events
+          ):  # pragma: no cover - compiled
+    """Set the bits of every token readable in the given subtrees: for each k, the trie
+    nodes ``start_lo[k]..start_hi[k]`` (siblings) read from automaton state
+    ``start_state[k]``. A node whose transition is not built yet is noted in ``missing``
+    as (node, state) and skipped; returns how many were noted (more than
+    ``len(missing)`` means some were not: then everything must be walked again). If
+    ``reached`` is not empty, flag the state each allowed token ends in; if ``flagged``
+    is not empty, set ``events[node]`` for each node whose state is flagged."""
     lo = np.empty(depth + 2, dtype=np.int64)
     hi = np.empty(depth + 2, dtype=np.int64)
     st = np.empty(depth + 2, dtype=np.int64)
     n_missing = 0
-    sp = 0
-    lo[0] = first_child[0]
-    hi[0] = first_child[0] + n_children[0]
-    st[0] = start_state
-    while sp >= 0:
-        if lo[sp] == hi[sp]:
-            sp -= 1
-            continue
-        node = lo[sp]
-        lo[sp] += 1
-        state = st[sp]
-        nxt = table[state, node_class[node]]
-        if nxt == DEAD:
-            continue
-        if nxt == UNKNOWN:
-            known = False
-            for k in range(n_missing):
-                if missing[k] == state:
-                    known = True
-                    break
-            if not known and n_missing < missing.size:
-                missing[n_missing] = state
+    for k in range(start_lo.size):
+        sp = 0
+        lo[0] = start_lo[k]
+        hi[0] = start_hi[k]
+        st[0] = start_state[k]
+        while sp >= 0:
+            if lo[sp] == hi[sp]:
+                sp -= 1
+                continue
+            node = lo[sp]
+            lo[sp] += 1
+            state = st[sp]
+            nxt = table[state, node_class[node]]
+            if nxt == DEAD:
+                continue
+            if nxt == UNKNOWN:
+                if n_missing < missing.shape[0]:
+                    missing[n_missing, 0] = node
+                    missing[n_missing, 1] = state
                 n_missing += 1
-            continue
-        if tok_start[node] < tok_start[node + 1]:
-            if reached.size:
-                reached[nxt] = True
-            for k in range(tok_start[node], tok_start[node + 1]):
-                t = tok_ids[k]
-                words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-        if n_children[node] > 0:
-            sp += 1
-            lo[sp] = first_child[node]
-            hi[sp] = first_child[node] + n_children[node]
-            st[sp] = nxt
+                continue
+            if flagged.size and flagged[nxt]:
+                events[node] = True
+            if tok_start[node] < tok_start[node + 1]:
+                if reached.size:
+                    reached[nxt] = True
+                for j in range(tok_start[node], tok_start[node + 1]):
+                    t = tok_ids[j]
+                    words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+            if n_children[node] > 0:
+                sp += 1
+                lo[sp] = first_child[node]
+                hi[sp] = first_child[node] + n_children[node]
+                st[sp] = nxt
     return n_missing
 
 

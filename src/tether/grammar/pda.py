@@ -43,6 +43,7 @@ MAX_EXPANSION = 20_000  # stacks in one configuration
 MAX_NFA_STATES = 500_000
 
 BOTTOM = -1  # the parent of a bottom frame
+WALL = -2  # a parent that cannot be popped into: marks where the frame above would end
 
 
 class PushdownAutomaton(LazyAutomaton):
@@ -72,7 +73,8 @@ class PushdownAutomaton(LazyAutomaton):
         self._node_ids: dict[tuple[int, int], int] = {}
         self._nodes: list[tuple[int, int]] = []
         self._depth: list[int] = []
-        self._expanded: dict[frozenset[int], tuple[tuple[int, ...], bool]] = {}
+        self._expanded: dict[frozenset[int], tuple[tuple[int, ...], bool, bool]] = {}
+        self.pops = np.zeros(self.accepting.size, dtype=bool)
         root = self._rule_index[grammar.start]
         self.start = self._intern(frozenset({self._node(self._rule_start_item[root], BOTTOM)}))
 
@@ -158,7 +160,7 @@ class PushdownAutomaton(LazyAutomaton):
         nid = self._node_ids.get(key)
         if nid is not None:
             return nid
-        depth = 1 if parent == BOTTOM else self._depth[parent] + 1
+        depth = 1 if parent < 0 else self._depth[parent] + 1
         if depth > MAX_STACK_DEPTH:
             raise LimitExceeded(f"the grammar nests deeper than {MAX_STACK_DEPTH} rules",
                                 source=self.source)
@@ -171,13 +173,13 @@ class PushdownAutomaton(LazyAutomaton):
         self._depth.append(depth)
         return nid
 
-    def _expand(self, kernel: frozenset[int]) -> tuple[tuple[int, ...], bool]:
+    def _expand(self, kernel: frozenset[int]) -> tuple[tuple[int, ...], bool, bool]:
         """The stacks a configuration stands for once every possible call is pushed and
-        every possible return popped, and whether it accepts (the start rule may end
-        with nothing below it)."""
+        every possible return popped; whether it accepts (the start rule may end with
+        nothing below it) and whether it pops (a frame may end onto a ``WALL``)."""
         seen = set(kernel)
         work = list(kernel)
-        accepts = False
+        accepts = pops = False
         while work:
             node = work.pop()
             item, parent = self._nodes[node]
@@ -188,6 +190,8 @@ class PushdownAutomaton(LazyAutomaton):
             if self._item_accepts[item]:
                 if parent == BOTTOM:
                     accepts = True
+                elif parent == WALL:
+                    pops = True
                 else:
                     pushed.append(parent)
             for n in pushed:
@@ -198,9 +202,9 @@ class PushdownAutomaton(LazyAutomaton):
                         raise LimitExceeded(
                             f"the grammar is too ambiguous here: more than {MAX_EXPANSION} "
                             "parse stacks at once", source=self.source)
-        return tuple(sorted(seen)), accepts
+        return tuple(sorted(seen)), accepts, pops
 
-    def _expansion(self, kernel: frozenset[int]) -> tuple[tuple[int, ...], bool]:
+    def _expansion(self, kernel: frozenset[int]) -> tuple[tuple[int, ...], bool, bool]:
         hit = self._expanded.get(kernel)
         if hit is None:
             hit = self._expanded[kernel] = self._expand(kernel)
@@ -209,8 +213,30 @@ class PushdownAutomaton(LazyAutomaton):
     def _accepts(self, key: Hashable) -> bool:
         return self._expansion(key)[1]  # type: ignore[arg-type]
 
+    def _intern(self, key: Hashable) -> int:
+        sid = super()._intern(key)
+        if self.pops.size < self.accepting.size:
+            self.pops = np.concatenate(
+                [self.pops, np.zeros(self.accepting.size - self.pops.size, dtype=bool)])
+        self.pops[sid] = self._expansion(key)[2]  # type: ignore[arg-type]
+        return sid
+
+    # -- the pieces a configuration's mask is composed of --------------------------------
+    def kernel(self, state: int) -> tuple[tuple[int, int], ...]:
+        """The stacks of ``state`` before expansion, as (top item set, parent node)."""
+        return tuple(self._nodes[n] for n in self._keys[state])  # type: ignore[attr-defined]
+
+    def stack_state(self, node: int) -> int:
+        """The state whose only stack is ``node``."""
+        return self._intern(frozenset({node}))
+
+    def walled_state(self, item: int) -> int:
+        """The state of a frame ``item`` standing on a ``WALL``: the walks from it are
+        what the frame reads by itself, and its ``pops`` flags say where it may end."""
+        return self._intern(frozenset({self._node(item, WALL)}))
+
     def _compute_row(self, state: int) -> None:
-        stacks, _ = self._expansion(self._keys[state])  # type: ignore[arg-type]
+        stacks = self._expansion(self._keys[state])[0]  # type: ignore[arg-type]
         kernels: list[set[int] | None] = [None] * self.n_classes
         for node in stacks:
             item, parent = self._nodes[node]
