@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tether.compiler import compile as compile_constraint
-from tether.constraints import Choices, Constraint, Regex
+from tether.constraints import Choices, Constraint, Grammar, JsonSchema, Regex
 from tether.errors import TetherError
 from tether.fusion import FusionConfig, IntensityLevel, forbid_words, parse_constraint_spec
 from tether.runtime.diagnostics import StepInfo
@@ -68,7 +68,9 @@ def _parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser("check", help="does a text satisfy a constraint?")
     _constraint_args(check, required=True)
-    check.add_argument("text")
+    check.add_argument("input", nargs="?", default=None,
+                       help="a file to check, or the text itself (default: stdin)")
+    check.add_argument("--text", default=None, help="the text to check")
     check.set_defaults(run=_check)
 
     comp = commands.add_parser("compile", help="compile a constraint and report statistics")
@@ -114,6 +116,10 @@ def _constraint_args(parser: argparse.ArgumentParser, *, required: bool) -> None
     group = parser.add_mutually_exclusive_group(required=required)
     group.add_argument("--regex", help="a regular expression the whole output must match")
     group.add_argument("--choices", help="comma-separated options; the output is one of them")
+    group.add_argument("--schema", metavar="FILE", help="a JSON Schema file (docs/json-schema.md)")
+    group.add_argument("--grammar", metavar="FILE", help="a GBNF or Lark grammar file")
+    parser.add_argument("--syntax", choices=("gbnf", "lark"), default=None,
+                        help="the grammar's syntax (default: from the file name, else gbnf)")
 
 
 def _constraint(args: argparse.Namespace) -> Constraint | None:
@@ -121,7 +127,19 @@ def _constraint(args: argparse.Namespace) -> Constraint | None:
         return Regex(args.regex)
     if args.choices is not None:
         return Choices(args.choices.split(","))
+    if args.schema is not None:
+        return JsonSchema(_read(args.schema, "schema"))
+    if args.grammar is not None:
+        syntax = args.syntax or ("lark" if args.grammar.endswith(".lark") else "gbnf")
+        return Grammar(_read(args.grammar, "grammar"), syntax=syntax)
     return None
+
+
+def _read(path: str, what: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise TetherError(f"cannot read the {what} {path}: {e}") from e
 
 
 # -- generate ----------------------------------------------------------------------------------
@@ -258,19 +276,46 @@ def _progress(message: str) -> None:
 # -- check -------------------------------------------------------------------------------------
 def _check(args: argparse.Namespace) -> int:
     compiled = compile_constraint(_constraint(args), _byte_vocabulary())
-    result = compiled.check(args.text)
+    text = _check_input(args)
+    result = compiled.check(text)
     if result.matches:
         print("match")
         return EXIT_OK
-    data = args.text.encode("utf-8")
-    column = len(data[: result.valid_prefix].decode("utf-8", errors="ignore"))
+    data = text.encode("utf-8")
+    before = data[: result.valid_prefix].decode("utf-8", errors="ignore")
+    line_no = before.count("\n") + 1
+    column = len(before) - (before.rfind("\n") + 1)
     if result.valid_prefix >= len(data):
         print(f"no match: the text ends early (all {len(data)} bytes are a valid prefix)")
     else:
-        print(f"no match: fails at byte {result.valid_prefix}")
-    print(f"  {args.text}")
+        print(f"no match: fails at byte {result.valid_prefix} (line {line_no}, "
+              f"column {column + 1})")
+    print(f"  {text.splitlines()[line_no - 1] if text.strip() else text}")
     print(f"  {' ' * column}^")
+    if result.expected:
+        print(f"expected one of: {_describe_bytes(result.expected)}")
+    if result.context:
+        print("inside: " + " < ".join(result.context))
     return EXIT_NO_MATCH
+
+
+def _check_input(args: argparse.Namespace) -> str:
+    """``--text``, else the file the argument names, else the argument itself, else stdin."""
+    if args.text is not None:
+        return args.text
+    if args.input is None:
+        return sys.stdin.read()
+    try:
+        is_file = "\n" not in args.input and Path(args.input).is_file()
+    except (OSError, ValueError):
+        is_file = False
+    return _read(args.input, "input") if is_file else args.input
+
+
+def _describe_bytes(data: bytes, limit: int = 24) -> str:
+    shown = [repr(chr(b)) if b < 0x80 else f"0x{b:02x}" for b in data[:limit]]
+    more = f" … ({len(data)} bytes in all)" if len(data) > limit else ""
+    return " ".join(shown) + more
 
 
 def _byte_vocabulary() -> Vocabulary:

@@ -20,10 +20,15 @@ class CheckResult:
 
     ``valid_prefix`` is the length in bytes of the longest prefix of the text that some
     string of the language starts with (the whole text when ``matches`` is True).
+    On a mismatch, ``expected`` holds the bytes that could come next at that point and
+    ``context`` says where in the constraint the text was (grammar rules with their
+    ``line:column``, or a schema's JSON pointers), when the engine knows.
     """
 
     matches: bool
     valid_prefix: int
+    expected: bytes = b""
+    context: tuple[str, ...] = ()
 
 
 class Compiled(ABC):

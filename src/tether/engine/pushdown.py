@@ -51,6 +51,11 @@ class PushdownCompiled(RegularCompiled):
                 self.state_mask(self.pda.start)
         return 1
 
+    def _context(self, state: int) -> tuple[str, ...]:
+        where = self.pda.grammar.where
+        return tuple(f"{name} ({where[name]})" if where.get(name) not in (None, "") else name
+                     for name in self.pda.rules_at(state))
+
     def _compute_mask(self, state: int) -> np.ndarray:
         started = time.perf_counter()
         # Masks of parent states a composition needs are computed first, deepest first,

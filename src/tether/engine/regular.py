@@ -82,10 +82,22 @@ class RegularCompiled(Compiled):
         state = self.dfa.start
         with self._lock:
             for i, b in enumerate(data):
-                state = self.dfa.step(state, b)
-                if state == DEAD:
-                    return CheckResult(False, i)
-            return CheckResult(bool(self.dfa.accepting[state]), len(data))
+                nxt = self.dfa.step(state, b)
+                if nxt == DEAD:
+                    return CheckResult(False, i, self._next_bytes(state), self._context(state))
+                state = nxt
+            if self.dfa.accepting[state]:
+                return CheckResult(True, len(data))
+            return CheckResult(False, len(data), self._next_bytes(state), self._context(state))
+
+    def _next_bytes(self, state: int) -> bytes:
+        self.dfa.ensure_rows([state])
+        live = self.dfa.table[state][self.dfa.class_of_byte] != DEAD
+        return bytes(np.flatnonzero(live).tolist())
+
+    def _context(self, state: int) -> tuple[str, ...]:
+        """Where in the constraint ``state`` is (the engine's own notion; none here)."""
+        return ()
 
     @property
     def stats(self) -> dict[str, Any]:

@@ -85,7 +85,9 @@ class PushdownAutomaton(LazyAutomaton):
         builder = _RuleBuilder(self._rule_index, grammar.source)
         self._rule_start: list[int] = []
         self._rule_accept: list[int] = []
+        self._rule_first_state: list[int] = []  # NFA states are numbered rule by rule
         for name in names:
+            self._rule_first_state.append(len(builder.edges))
             s, e = builder.build(grammar.rules[name])
             self._rule_start.append(s)
             self._rule_accept.append(e)
@@ -225,6 +227,17 @@ class PushdownAutomaton(LazyAutomaton):
     def kernel(self, state: int) -> tuple[tuple[int, int], ...]:
         """The stacks of ``state`` before expansion, as (top item set, parent node)."""
         return tuple(self._nodes[n] for n in self._keys[state])  # type: ignore[attr-defined]
+
+    def rules_at(self, state: int) -> list[str]:
+        """The rules on top of the stacks of ``state`` (where the input is, for errors)."""
+        names = list(self.grammar.rules)
+        out = []
+        for item, _ in self.kernel(state):
+            nfa_state = min(self._items[item]) if self._items[item] else 0
+            rule = int(np.searchsorted(self._rule_first_state, nfa_state, side="right")) - 1
+            if names[rule] not in out:
+                out.append(names[rule])
+        return out
 
     def stack_state(self, node: int) -> int:
         """The state whose only stack is ``node``."""
