@@ -30,6 +30,10 @@ MAX_CACHED_CONSTRAINTS = 64
 # Compile-time work (masks computed ahead) stops once compiling has taken this long.
 COMPILE_TIME_TARGET_S = 0.020
 
+# Inside brackets of an indentation-aware grammar: blanks, line breaks, continuation
+# backslashes and comments (which run to the end of their line).
+BRACKET_SPACE = parse_regex(r"(?:[ \t\f\r\n]|\\\r?\n|#[^\r\n]*\r?\n)*")
+
 _cache: OrderedDict[tuple[Constraint, str], Compiled] = OrderedDict()
 _cache_lock = threading.Lock()
 
@@ -65,7 +69,14 @@ def _grammar_of(constraint: JsonSchema | Grammar) -> GrammarIR:
         return parse_gbnf(constraint.text, start=constraint.start)
     from tether.grammar.lark import parse_lark
 
-    return parse_lark(constraint.text, start=constraint.start)
+    if constraint.indent is None:
+        return parse_lark(constraint.text, start=constraint.start)
+    from tether.grammar.layout import resolve_layout
+
+    ignored = "_ignored"
+    grammar = parse_lark(constraint.text, start=constraint.start, ignore_rule=ignored)
+    return resolve_layout(grammar, ignored=ignored, unit=constraint.indent,
+                          bracket_space=BRACKET_SPACE, max_depth=constraint.max_depth)
 
 
 def _compile_uncached(constraint: Constraint, vocab: Vocabulary) -> Compiled:

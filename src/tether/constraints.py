@@ -126,17 +126,25 @@ class Grammar:
     """Text derived by a context-free grammar written in GBNF or Lark (SPEC §6).
 
     ``start`` names the start rule (default: ``root`` for GBNF, ``start`` for Lark).
+    ``indent`` (Lark only) turns on the layout markers of
+    :mod:`tether.grammar.layout` (``_line``, ``_indent``/``_dedent``,
+    ``_open``/``_close``) with this indentation unit, blocks at most ``max_depth`` deep.
     """
 
     text: str
     syntax: Literal["gbnf", "lark"] = "gbnf"
     start: str | None = None
+    indent: str | None = None
+    max_depth: int = 16
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
             raise CompileError(f"a grammar must be a str, not {type(self.text).__name__}")
         if self.syntax not in ("gbnf", "lark"):
             raise CompileError(f"grammar syntax must be 'gbnf' or 'lark', not {self.syntax!r}")
+        if self.indent is not None and (self.syntax != "lark" or not self.indent
+                                        or self.indent.strip(" \t")):
+            raise CompileError("indent needs a Lark grammar and a unit of blanks or tabs")
 
 
 def _to_json(value: Any, what: str) -> str:

@@ -125,8 +125,12 @@ class LazyAutomaton(ABC):
             self.accepting = np.concatenate([self.accepting, np.zeros(grow, dtype=bool)])
         self._ids[key] = sid
         self._keys.append(key)
-        self.accepting[sid] = self._accepts(key)
+        self._on_new_state(sid, key)
         return sid
+
+    def _on_new_state(self, sid: int, key: Hashable) -> None:
+        """Record the flags of a state just interned (whether it accepts)."""
+        self.accepting[sid] = self._accepts(key)
 
 
 class LazyDFA(LazyAutomaton):

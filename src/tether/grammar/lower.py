@@ -50,20 +50,47 @@ def check_grammar(grammar: Grammar) -> Grammar:
 
 
 def recursive_rules(grammar: Grammar) -> set[str]:
-    """The rules that can reach themselves through references."""
-    graph = {n: {r.name for r in refs_in(b)} for n, b in grammar.rules.items()}
+    """The rules that can reach themselves through references (the rules of strongly
+    connected components with a cycle; Tarjan's algorithm, iteratively)."""
+    graph = {n: [r.name for r in refs_in(b) if r.name in grammar.rules]
+             for n, b in grammar.rules.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
     out: set[str] = set()
-    for name in graph:
-        seen: set[str] = set()
-        stack = list(graph[name])
-        while stack:
-            n = stack.pop()
-            if n == name:
-                out.add(name)
-                break
-            if n not in seen:
-                seen.add(n)
-                stack.extend(graph.get(n, ()))
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            node, i = work.pop()
+            if i == 0:
+                index[node] = low[node] = len(index)
+                stack.append(node)
+                on_stack.add(node)
+            children = graph[node]
+            if i < len(children):
+                work.append((node, i + 1))
+                child = children[i]
+                if child not in index:
+                    work.append((child, 0))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in graph[node]:
+                    out.update(component)
     return out
 
 

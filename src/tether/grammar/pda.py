@@ -53,6 +53,7 @@ class PushdownAutomaton(LazyAutomaton):
         grammar = without_direct_left_recursion(grammar)
         self.grammar = grammar
         self._build_nfa(grammar)
+        self._nullable = _nullable_rules(self)
         _refuse_left_recursion(self, grammar)
         class_of_byte, n_classes = byte_classes(self._edges)
         super().__init__(class_of_byte, n_classes, frozenset(), max_states=max_states,
@@ -63,7 +64,7 @@ class PushdownAutomaton(LazyAutomaton):
         # Item sets (frames): interned closed sets of NFA states of one rule.
         self._item_ids: dict[frozenset[int], int] = {}
         self._items: list[frozenset[int]] = []
-        self._item_rows: list[np.ndarray | None] = []
+        self._item_rows: list[list[tuple[int, int]] | None] = []
         self._item_calls: list[tuple[tuple[int, int], ...]] = []
         self._item_accepts: list[bool] = []
         self._item_final: list[bool] = []
@@ -74,6 +75,7 @@ class PushdownAutomaton(LazyAutomaton):
         self._nodes: list[tuple[int, int]] = []
         self._depth: list[int] = []
         self._expanded: dict[frozenset[int], tuple[tuple[int, ...], bool, bool]] = {}
+        self._ends: dict[int, tuple[bool, bool]] = {}
         self.pops = np.zeros(self.accepting.size, dtype=bool)
         root = self._rule_index[grammar.start]
         self.start = self._intern(frozenset({self._node(self._rule_start_item[root], BOTTOM)}))
@@ -140,21 +142,20 @@ class PushdownAutomaton(LazyAutomaton):
                                  and not any(self._edges[s] for s in states))
         return iid
 
-    def _item_row(self, iid: int) -> np.ndarray:
-        """Per byte class, the item set reached by reading one byte (-1: none)."""
-        row = self._item_rows[iid]
-        if row is not None:
-            return row
+    def _item_moves(self, iid: int) -> list[tuple[int, int]]:
+        """The byte moves of an item set: (byte class, item set reached), by class."""
+        moves = self._item_rows[iid]
+        if moves is not None:
+            return moves
         buckets: list[set[int]] = [set() for _ in range(self.n_classes)]
         for s in self._items[iid]:
             for lo, hi, t in self._class_edges[s]:
                 closure = self._closure(t)
                 for c in range(lo, hi + 1):
                     buckets[c].update(closure)
-        row = np.array([self._item(frozenset(b)) if b else -1 for b in buckets],
-                       dtype=np.int64)
-        self._item_rows[iid] = row
-        return row
+        moves = [(c, self._item(frozenset(b))) for c, b in enumerate(buckets) if b]
+        self._item_rows[iid] = moves
+        return moves
 
     # -- stacks and configurations -------------------------------------------------------
     def _node(self, item: int, parent: int) -> int:
@@ -212,16 +213,54 @@ class PushdownAutomaton(LazyAutomaton):
             hit = self._expanded[kernel] = self._expand(kernel)
         return hit
 
-    def _accepts(self, key: Hashable) -> bool:
-        return self._expansion(key)[1]  # type: ignore[arg-type]
+    def _node_ends(self, node: int) -> tuple[bool, bool]:
+        """Whether the stack ``node`` can end without reading a byte — onto the bottom
+        (the text may stop here) or onto a ``WALL`` (the walled frame may end here).
 
-    def _intern(self, key: Hashable) -> int:
-        sid = super()._intern(key)
+        Cheaper than :meth:`_expand`: only calls of rules that derive the empty string
+        are followed, and nothing is pushed."""
+        hit = self._ends.get(node)
+        if hit is not None:
+            return hit
+        accepts = pops = False
+        seen = {node}
+        work = [node]
+        while work:
+            item, parent = self._nodes[work.pop()]
+            # A nullable call whose continuation is final ends the frame, like its end.
+            ends = self._item_accepts[item] or any(
+                self._nullable[rule] and self._item_final[cont]
+                for rule, cont in self._item_calls[item])
+            nxt = [self._node(cont, parent) for rule, cont in self._item_calls[item]
+                   if self._nullable[rule] and not self._item_final[cont]]
+            if ends:
+                if parent == BOTTOM:
+                    accepts = True
+                elif parent == WALL:
+                    pops = True
+                else:
+                    nxt.append(parent)
+            for n in nxt:
+                if n not in seen:
+                    seen.add(n)
+                    work.append(n)
+        hit = self._ends[node] = (accepts, pops)
+        return hit
+
+    def _accepts(self, key: Hashable) -> bool:
+        return any(self._node_ends(n)[0] for n in key)  # type: ignore[attr-defined]
+
+    def _on_new_state(self, sid: int, key: Hashable) -> None:
         if self.pops.size < self.accepting.size:
             self.pops = np.concatenate(
                 [self.pops, np.zeros(self.accepting.size - self.pops.size, dtype=bool)])
-        self.pops[sid] = self._expansion(key)[2]  # type: ignore[arg-type]
-        return sid
+        accepts = pops = False
+        for node in key:  # type: ignore[attr-defined]
+            node_accepts, node_pops = self._node_ends(node)
+            accepts |= node_accepts
+            pops |= node_pops
+        self.accepting[sid] = accepts
+        self.pops[sid] = pops
 
     # -- the pieces a configuration's mask is composed of --------------------------------
     def kernel(self, state: int) -> tuple[tuple[int, int], ...]:
@@ -251,11 +290,13 @@ class PushdownAutomaton(LazyAutomaton):
     def _compute_row(self, state: int) -> None:
         stacks = self._expansion(self._keys[state])[0]  # type: ignore[arg-type]
         kernels: list[set[int] | None] = [None] * self.n_classes
+        node_ids = self._node_ids
         for node in stacks:
             item, parent = self._nodes[node]
-            row = self._item_row(item)
-            for c in np.flatnonzero(row >= 0).tolist():
-                nxt = self._node(int(row[c]), parent)
+            for c, moved in self._item_moves(item):
+                nxt = node_ids.get((moved, parent))
+                if nxt is None:
+                    nxt = self._node(moved, parent)
                 bucket = kernels[c]
                 if bucket is None:
                     kernels[c] = {nxt}
@@ -365,16 +406,22 @@ def _split_head(alt: Expr) -> tuple[Expr | None, list[Expr]]:
     return items[0], items[1:]
 
 
-def _refuse_left_recursion(pda: PushdownAutomaton, grammar: Grammar) -> None:
-    """Raise :class:`CompileError` if some rule can call itself before reading a byte."""
-    n_rules = len(pda._rule_start)
-    nullable = [False] * n_rules
+def _nullable_rules(pda: PushdownAutomaton) -> list[bool]:
+    """Which rules derive the empty string."""
+    nullable = [False] * len(pda._rule_start)
     changed = True
     while changed:
         changed = False
-        for k in range(n_rules):
+        for k in range(len(nullable)):
             if not nullable[k] and _reaches_end(pda, k, nullable):
                 nullable[k] = changed = True
+    return nullable
+
+
+def _refuse_left_recursion(pda: PushdownAutomaton, grammar: Grammar) -> None:
+    """Raise :class:`CompileError` if some rule can call itself before reading a byte."""
+    n_rules = len(pda._rule_start)
+    nullable = pda._nullable
     left_calls: list[set[int]] = []
     for k in range(n_rules):
         seen = {pda._rule_start[k]}
