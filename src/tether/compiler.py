@@ -88,7 +88,8 @@ def _compile_uncached(constraint: Constraint, vocab: Vocabulary) -> Compiled:
         source = None
         node = Alternate(tuple(literal(o) for o in constraint.options))
     elif isinstance(constraint, JsonSchema | Grammar):
-        automaton = to_automaton(_grammar_of(constraint))
+        automaton = to_automaton(_grammar_of(constraint),
+                                 pushdown=isinstance(constraint, JsonSchema))
     else:
         raise CompileError(f"cannot compile a {type(constraint).__name__}; expected "
                            "tether.Regex, tether.Choices, tether.JsonSchema or tether.Grammar")

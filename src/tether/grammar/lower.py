@@ -94,10 +94,15 @@ def recursive_rules(grammar: Grammar) -> set[str]:
     return out
 
 
-def to_automaton(grammar: Grammar):  # -> LazyDFA | PushdownAutomaton
-    """The lazy automaton of ``grammar`` (see the module docstring)."""
+def to_automaton(grammar: Grammar, *, pushdown: bool = False
+                 ):  # -> LazyDFA | PushdownAutomaton
+    """The lazy automaton of ``grammar`` (see the module docstring). ``pushdown=True``
+    keeps the rules as calls even when the grammar is not recursive: each rule is then
+    built once however many times it is used, and masks are composed per rule (see
+    :mod:`tether.engine.pushdown`) — the better choice for large structured grammars
+    such as JSON Schemas, whose inlined automaton can be huge."""
     grammar = check_grammar(grammar)
-    if not recursive_rules(grammar):
+    if not pushdown and not recursive_rules(grammar):
         try:
             node = inline(grammar)
         except LimitExceeded:

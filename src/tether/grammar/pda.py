@@ -26,6 +26,7 @@ bounded (:class:`~tether.errors.LimitExceeded`).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Hashable
 
 import numpy as np
@@ -41,6 +42,8 @@ MAX_STACK_NODES = 2_000_000
 MAX_STACK_DEPTH = 2_000
 MAX_EXPANSION = 20_000  # stacks in one configuration
 MAX_NFA_STATES = 500_000
+
+BUILD_RECURSION_LIMIT = 20_000  # syntax-tree depth the NFA builder may recurse to
 
 BOTTOM = -1  # the parent of a bottom frame
 WALL = -2  # a parent that cannot be popped into: marks where the frame above would end
@@ -65,7 +68,7 @@ class PushdownAutomaton(LazyAutomaton):
         self._item_ids: dict[frozenset[int], int] = {}
         self._items: list[frozenset[int]] = []
         self._item_rows: list[list[tuple[int, int]] | None] = []
-        self._item_calls: list[tuple[tuple[int, int], ...]] = []
+        self._item_calls: list[tuple[tuple[int, int], ...] | None] = []
         self._item_accepts: list[bool] = []
         self._item_final: list[bool] = []
         self._closure_memo: dict[int, frozenset[int]] = {}
@@ -88,11 +91,20 @@ class PushdownAutomaton(LazyAutomaton):
         self._rule_start: list[int] = []
         self._rule_accept: list[int] = []
         self._rule_first_state: list[int] = []  # NFA states are numbered rule by rule
-        for name in names:
-            self._rule_first_state.append(len(builder.edges))
-            s, e = builder.build(grammar.rules[name])
-            self._rule_start.append(s)
-            self._rule_accept.append(e)
+        # Bodies from large schemas nest deeply; the builder recurses over them.
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, BUILD_RECURSION_LIMIT))
+        try:
+            for name in names:
+                self._rule_first_state.append(len(builder.edges))
+                s, e = builder.build(grammar.rules[name])
+                self._rule_start.append(s)
+                self._rule_accept.append(e)
+        except RecursionError:
+            raise LimitExceeded("a rule of the grammar nests too deeply to build",
+                                source=grammar.source) from None
+        finally:
+            sys.setrecursionlimit(limit)
         self._edges = builder.edges
         self._eps = builder.eps
         self._calls = builder.calls
@@ -127,20 +139,25 @@ class PushdownAutomaton(LazyAutomaton):
         self._item_ids[states] = iid
         self._items.append(states)
         self._item_rows.append(None)
-        self._item_calls.append(())
+        self._item_calls.append(None)
         accepts = not states.isdisjoint(self._accept_states)
         self._item_accepts.append(accepts)
-        self._item_final.append(False)
-        calls: dict[int, set[int]] = {}
-        for s in states:
-            for rule, target in self._calls.get(s, ()):
-                calls.setdefault(rule, set()).update(self._closure(target))
-        # Interning the continuations may add items: fill this one's slots afterwards.
-        self._item_calls[iid] = tuple((rule, self._item(frozenset(t)))
-                                      for rule, t in sorted(calls.items()))
-        self._item_final[iid] = (accepts and not calls
-                                 and not any(self._edges[s] for s in states))
+        self._item_final.append(accepts and not any(self._edges[s] or s in self._calls
+                                                    for s in states))
         return iid
+
+    def _calls_of(self, iid: int) -> tuple[tuple[int, int], ...]:
+        """The calls an item set may make: (rule, item set to continue with after it)."""
+        calls = self._item_calls[iid]
+        if calls is not None:
+            return calls
+        targets: dict[int, set[int]] = {}
+        for s in self._items[iid]:
+            for rule, target in self._calls.get(s, ()):
+                targets.setdefault(rule, set()).update(self._closure(target))
+        calls = tuple((rule, self._item(frozenset(t))) for rule, t in sorted(targets.items()))
+        self._item_calls[iid] = calls
+        return calls
 
     def _item_moves(self, iid: int) -> list[tuple[int, int]]:
         """The byte moves of an item set: (byte class, item set reached), by class."""
@@ -187,7 +204,7 @@ class PushdownAutomaton(LazyAutomaton):
             node = work.pop()
             item, parent = self._nodes[node]
             pushed = []
-            for rule, cont in self._item_calls[item]:
+            for rule, cont in self._calls_of(item):
                 below = parent if self._item_final[cont] else self._node(cont, parent)
                 pushed.append(self._node(self._rule_start_item[rule], below))
             if self._item_accepts[item]:
@@ -230,8 +247,8 @@ class PushdownAutomaton(LazyAutomaton):
             # A nullable call whose continuation is final ends the frame, like its end.
             ends = self._item_accepts[item] or any(
                 self._nullable[rule] and self._item_final[cont]
-                for rule, cont in self._item_calls[item])
-            nxt = [self._node(cont, parent) for rule, cont in self._item_calls[item]
+                for rule, cont in self._calls_of(item))
+            nxt = [self._node(cont, parent) for rule, cont in self._calls_of(item)
                    if self._nullable[rule] and not self._item_final[cont]]
             if ends:
                 if parent == BOTTOM:
