@@ -57,6 +57,12 @@ def compile(constraint: Constraint | str, vocab: Vocabulary) -> Compiled:  # noq
     return compiled
 
 
+def clear_cache() -> None:
+    """Forget every compiled constraint (benchmarks time compiles from scratch)."""
+    with _cache_lock:
+        _cache.clear()
+
+
 def _grammar_of(constraint: JsonSchema | Grammar) -> GrammarIR:
     """The grammar IR of a schema or grammar source (front ends imported on first use)."""
     if isinstance(constraint, JsonSchema):

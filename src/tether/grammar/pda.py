@@ -31,7 +31,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from tether.automata.dfa import DEAD, LazyAutomaton, byte_classes
+from tether.automata.dfa import DEAD, LazyAutomaton
 from tether.automata.nfa import _Builder
 from tether.automata.regex_ast import Alternate, Concat, Repeat
 from tether.errors import CompileError, LimitExceeded
@@ -58,12 +58,10 @@ class PushdownAutomaton(LazyAutomaton):
         self._build_nfa(grammar)
         self._nullable = _nullable_rules(self)
         _refuse_left_recursion(self, grammar)
-        class_of_byte, n_classes = byte_classes(self._edges)
-        super().__init__(class_of_byte, n_classes, frozenset(), max_states=max_states,
-                         source=grammar.source)
-        cls = self.class_of_byte
-        self._class_edges = [[(int(cls[lo]), int(cls[hi]), t) for lo, hi, t in edges]
-                             for edges in self._edges]
+        # One class per byte: every pushdown automaton shares the vocabulary's plain byte
+        # trie (no per-grammar class trie to build), and rows are filled by byte ranges.
+        super().__init__(np.arange(256, dtype=np.int32), 256, frozenset(),
+                         max_states=max_states, source=grammar.source)
         # Item sets (frames): interned closed sets of NFA states of one rule.
         self._item_ids: dict[frozenset[int], int] = {}
         self._items: list[frozenset[int]] = []
@@ -159,18 +157,27 @@ class PushdownAutomaton(LazyAutomaton):
         self._item_calls[iid] = calls
         return calls
 
-    def _item_moves(self, iid: int) -> list[tuple[int, int]]:
-        """The byte moves of an item set: (byte class, item set reached), by class."""
+    def _item_moves(self, iid: int) -> list[tuple[int, int, int]]:
+        """The byte moves of an item set: disjoint ranges (lo, hi, item set reached)."""
         moves = self._item_rows[iid]
         if moves is not None:
             return moves
-        buckets: list[set[int]] = [set() for _ in range(self.n_classes)]
-        for s in self._items[iid]:
-            for lo, hi, t in self._class_edges[s]:
-                closure = self._closure(t)
-                for c in range(lo, hi + 1):
-                    buckets[c].update(closure)
-        moves = [(c, self._item(frozenset(b))) for c, b in enumerate(buckets) if b]
+        edges = [(lo, hi, self._closure(t)) for s in self._items[iid]
+                 for lo, hi, t in self._edges[s]]
+        moves = []
+        cuts = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
+        for lo, end in zip(cuts, cuts[1:], strict=False):
+            reached: set[int] = set()
+            for e_lo, e_hi, closure in edges:
+                if e_lo <= lo and end - 1 <= e_hi:
+                    reached |= closure
+            if not reached:
+                continue
+            target = self._item(frozenset(reached))
+            if moves and moves[-1][1] == lo - 1 and moves[-1][2] == target:
+                moves[-1] = (moves[-1][0], end - 1, target)
+            else:
+                moves.append((lo, end - 1, target))
         self._item_rows[iid] = moves
         return moves
 
@@ -304,31 +311,47 @@ class PushdownAutomaton(LazyAutomaton):
         what the frame reads by itself, and its ``pops`` flags say where it may end."""
         return self._intern(frozenset({self._node(item, WALL)}))
 
+    def _fill_row(self, out: np.ndarray, ranges: list[tuple[int, int, int]]) -> None:
+        """Sweep the byte axis: each elementary segment's state is the set of targets of
+        the ranges covering it."""
+        events = sorted([(lo, 1, n) for lo, _, n in ranges]
+                        + [(hi + 1, -1, n) for _, hi, n in ranges])
+        active: dict[int, int] = {}
+        interned: dict[frozenset[int], int] = {}
+        at = 0
+        for where, delta, node in events:
+            if where != at and active:
+                key = frozenset(active)
+                sid = interned.get(key)
+                if sid is None:
+                    sid = interned[key] = self._intern(key)
+                out[at:where] = sid
+            at = where
+            count = active.get(node, 0) + delta
+            if count:
+                active[node] = count
+            else:
+                del active[node]
+
     def _compute_row(self, state: int) -> None:
         stacks = self._expansion(self._keys[state])[0]  # type: ignore[arg-type]
-        kernels: list[set[int] | None] = [None] * self.n_classes
         node_ids = self._node_ids
+        ranges: list[tuple[int, int, int]] = []
         for node in stacks:
             item, parent = self._nodes[node]
-            for c, moved in self._item_moves(item):
+            for lo, hi, moved in self._item_moves(item):
                 nxt = node_ids.get((moved, parent))
                 if nxt is None:
                     nxt = self._node(moved, parent)
-                bucket = kernels[c]
-                if bucket is None:
-                    kernels[c] = {nxt}
-                else:
-                    bucket.add(nxt)
+                ranges.append((lo, hi, nxt))
         out = np.full(self.n_classes, DEAD, dtype=np.int32)
-        interned: dict[frozenset[int], int] = {}
-        for c, bucket in enumerate(kernels):
-            if bucket is None:
-                continue
-            key = frozenset(bucket)
-            sid = interned.get(key)
-            if sid is None:
-                sid = interned[key] = self._intern(key)
-            out[c] = sid
+        if len(ranges) == 1:
+            lo, hi, nxt = ranges[0]
+            out[lo:hi + 1] = self._intern(frozenset((nxt,)))
+        elif ranges:
+            # Sweep the byte axis: each elementary segment's kernel is the set of targets
+            # of the ranges covering it.
+            self._fill_row(out, ranges)
         self.table[state] = out
 
 
