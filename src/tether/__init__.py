@@ -1,5 +1,8 @@
 """tether: constrained decoding with exact token masks.
 
+Constraints: :class:`Regex`, :class:`Choices`, :class:`JsonSchema`, :class:`Grammar` (GBNF or
+Lark) and ready-made grammars in :mod:`tether.grammars` (``tether.grammars.python()``).
+
 Compile a constraint for a vocabulary, walk it token by token with a matcher, or let
 :func:`generate` drive a model::
 
@@ -9,6 +12,7 @@ Compile a constraint for a vocabulary, walk it token by token with a matcher, or
     m.mask()  # uint32 Bitmask words
 """
 
+from tether import grammars
 from tether.compiler import compile  # noqa: A004
 from tether.constraints import Choices, Grammar, JsonSchema, Regex
 from tether.engine.compiled import CheckResult, Compiled
@@ -50,6 +54,7 @@ __all__ = [
     "VocabularyError",
     "compile",
     "generate",
+    "grammars",
 ]
 
 from tether.fusion import (  # noqa: E402
