@@ -72,11 +72,11 @@ _QUANTIFIERS = "*+?~"
 def parse_lark(text: str, start: str | None = None, *,
                ignore_rule: str | None = None) -> Grammar:
     """Parse Lark ``text`` into a checked grammar whose start rule is ``start`` (default
-    ``start``); see the module docstring. With ``ignore_rule``, the ignored run before
-    each token is a reference to a rule of that name (for :mod:`tether.grammar.layout`,
-    which replaces it inside brackets) instead of being written out, and named
-    terminals used by rules become rules of their own (one automaton each, shared by
-    every use, instead of a copy per use)."""
+    ``start``); see the module docstring. With ``ignore_rule`` (for
+    :mod:`tether.grammar.layout`, which replaces that rule inside brackets), the ignored
+    run is a reference to a rule of that name and comes *after* each token (none after a
+    token that may end a line, none before the first), and named terminals used by rules
+    become rules of their own (one automaton each, shared by every use)."""
     if not isinstance(text, str):
         raise CompileError(f"a grammar must be a str, not {type(text).__name__}")
     parser = _Parser(text)
@@ -476,7 +476,7 @@ class _Lowering:
         if self.ignore_rule is not None:
             rules[self.ignore_rule] = self.ignore_body
             where[self.ignore_rule] = self.ignore_body.pos
-        if self.ignore is not None:  # the ignored run after the last token
+        if self.ignore is not None and self.ignore_rule is None:  # after the last token
             rules["$" + start] = Concat((Ref(start, where[start]), self.ignore), where[start])
             where["$" + start] = where[start]
             start = "$" + start
@@ -501,10 +501,18 @@ class _Lowering:
         return node
 
     def token(self, node: Node, in_terminal: bool) -> Node:
-        """A terminal occurrence: inside a rule, preceded by the ignored run."""
+        """A terminal occurrence: inside a rule, preceded by the ignored run — or, with
+        ``ignore_rule`` (layout grammars), followed by it unless the terminal may end a
+        line, so that the text a layout marker reads at the start of a line (its
+        indentation) is never extended by ignored blanks."""
         if in_terminal or self.ignore is None:
             return node
-        return Concat((self.ignore, node), node.pos)
+        if self.ignore_rule is None:
+            return Concat((self.ignore, node), node.pos)
+        body = self.terminal_rules.get(node.name) if isinstance(node, Ref) else node
+        if body is not None and _may_end_with(body, 0x0A):
+            return node
+        return Concat((node, self.ignore), node.pos)
 
     def lower(self, expr: Expr, *, in_terminal: bool) -> Expr:
         if isinstance(expr, _Lexeme):
@@ -527,3 +535,32 @@ class _Lowering:
             return Repeat(self.lower(expr.item, in_terminal=in_terminal), expr.min,
                           expr.max, expr.pos)
         return expr
+
+
+def _may_end_with(node: Node, char: int) -> bool:
+    """Whether some string of ``node``'s language ends with the character ``char``."""
+    if isinstance(node, CharSet):
+        return any(lo <= char <= hi for lo, hi in node.ranges)
+    if isinstance(node, Alternate):
+        return any(_may_end_with(i, char) for i in node.items)
+    if isinstance(node, Repeat):
+        return (node.max is None or node.max > 0) and _may_end_with(node.item, char)
+    if isinstance(node, Concat):
+        for item in reversed(node.items):
+            if _may_end_with(item, char):
+                return True
+            if not _nullable(item):
+                return False
+    return False
+
+
+def _nullable(node: Node) -> bool:
+    if isinstance(node, CharSet):
+        return False
+    if isinstance(node, Alternate):
+        return any(_nullable(i) for i in node.items)
+    if isinstance(node, Repeat):
+        return node.min == 0 or _nullable(node.item)
+    if isinstance(node, Concat):
+        return all(_nullable(i) for i in node.items)
+    return True
