@@ -130,8 +130,8 @@ def test_forced(smollm2_vocab: tether.Vocabulary) -> None:
 def test_choices_and_check(smollm2_vocab: tether.Vocabulary) -> None:
     compiled = tether.compile(tether.Choices(["yes", "no", "maybe not"]), smollm2_vocab)
     assert compiled.check("maybe not") == tether.CheckResult(True, 9)
-    assert compiled.check("maybe") == tether.CheckResult(False, 5)
-    assert compiled.check("mayhem") == tether.CheckResult(False, 3)
+    assert compiled.check("maybe") == tether.CheckResult(False, 5, expected=b" ")
+    assert compiled.check("mayhem") == tether.CheckResult(False, 3, expected=b"b")
 
 
 def test_compile_is_cached_and_shares_masks(smollm2_vocab: tether.Vocabulary) -> None:

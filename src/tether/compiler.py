@@ -45,7 +45,7 @@ def compile(constraint: Constraint | str, vocab: Vocabulary) -> Compiled:  # noq
     key = (constraint, vocab.fingerprint)
     with _cache_lock:
         hit = _cache.get(key)
-        if hit is not None:
+        if hit is not None and not hit.saturated:
             _cache.move_to_end(key)
             return hit
     with paused_gc():

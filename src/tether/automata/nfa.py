@@ -13,7 +13,15 @@ import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tether.automata.regex_ast import Alternate, Anchor, CharSet, Concat, Node, Repeat
+from tether.automata.regex_ast import (
+    Alternate,
+    Anchor,
+    Automaton,
+    CharSet,
+    Concat,
+    Node,
+    Repeat,
+)
 from tether.automata.utf8 import utf8_sequences
 from tether.cache_dir import json_cached
 from tether.errors import CompileError, LimitExceeded
@@ -54,9 +62,7 @@ class _Builder:
 
     def new(self) -> int:
         if len(self.edges) >= self.max_states:
-            raise LimitExceeded(
-                f"the pattern needs more than {self.max_states} automaton states "
-                "(a counted repetition is too large)", location=self.where, source=self.source)
+            raise self.too_large("a counted repetition is too large")
         self.edges.append([])
         self.eps.append([])
         return len(self.edges) - 1
@@ -76,6 +82,8 @@ class _Builder:
             return start, end
         if isinstance(node, Repeat):
             return self.repeat(node)
+        if isinstance(node, Automaton):
+            return self.automaton(node)
         if isinstance(node, Anchor):  # pragma: no cover - the parser resolves anchors
             raise CompileError("anchor left in the syntax tree", location=node.pos)
         raise TypeError(node)
@@ -112,6 +120,26 @@ class _Builder:
             end = final
         self.where = outer
         return start, end
+
+    def too_large(self, why: str) -> LimitExceeded:
+        return LimitExceeded(f"the pattern needs more than {self.max_states} automaton states "
+                             f"({why})", location=self.where, source=self.source)
+
+    def automaton(self, node: Automaton) -> tuple[int, int]:
+        """Copy a pre-built byte automaton; its accepting states move to a fresh end."""
+        base = len(self.edges)
+        if base + node.n_states + 1 > self.max_states:
+            self.where = node.pos or self.where
+            raise self.too_large("a pre-built automaton is too large")
+        self.edges.extend([[] for _ in range(node.n_states + 1)])
+        self.eps.extend([[] for _ in range(node.n_states + 1)])
+        edges = self.edges
+        for src, lo, hi, dst in node.edges.tolist():
+            edges[base + src].append((lo, hi, base + dst))
+        end = base + node.n_states
+        for s in node.accepting:
+            self.eps[base + s].append(end)
+        return base + node.start, end
 
     def charset(self, node: CharSet) -> tuple[int, int]:
         n_local, template = _charset_template(node.ranges)

@@ -3,11 +3,16 @@
 Characters are Unicode code points; a :class:`CharSet` is a sorted tuple of disjoint,
 non-adjacent inclusive ranges that never contains a surrogate (UTF-8 cannot encode one).
 ``pos`` is the 1-based column in the pattern where a node starts (for error messages).
+An :class:`Automaton` is the one node that is not a regex construct: a pre-built byte
+automaton (the result of an intersection or difference, see :mod:`tether.automata.boolean`)
+that the NFA builder embeds as it is.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 MAX_CODEPOINT = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)
@@ -47,7 +52,24 @@ class Anchor:
     pos: int = 0
 
 
-Node = CharSet | Concat | Alternate | Repeat | Anchor
+@dataclass(frozen=True, eq=False)
+class Automaton:
+    """A pre-built automaton over bytes (not code points), embedded in a syntax tree.
+
+    States are ``0 .. n_states - 1``; ``edges`` is an ``(E, 4)`` read-only int32 array of
+    ``(src, byte_lo, byte_hi, dst)`` rows; the language is the byte strings leading from
+    ``start`` to a state of ``accepting``. Compared by identity (it can be large).
+    ``pos`` locates it for error messages (a JSON pointer for schema values).
+    """
+
+    n_states: int
+    edges: np.ndarray
+    start: int
+    accepting: tuple[int, ...]
+    pos: int | str = 0
+
+
+Node = CharSet | Concat | Alternate | Repeat | Anchor | Automaton
 
 EMPTY = Concat(())
 

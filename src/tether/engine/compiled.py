@@ -46,6 +46,13 @@ class Compiled(ABC):
         """Check a complete text against the constraint (independent of tokenization)."""
 
     @property
+    def saturated(self) -> bool:
+        """Whether the compiled form has grown close to its bounds (an automaton built on
+        demand); :func:`tether.compile` then builds a fresh one for new requests while
+        the matchers already running keep this one."""
+        return False
+
+    @property
     @abstractmethod
     def stats(self) -> dict[str, Any]:
         """Figures about the compiled form (states, compile time, cached masks…)."""

@@ -26,6 +26,7 @@ from tether.vocab import Vocabulary
 MAX_CACHED_MASKS = 4096
 MAX_FORCED_TOKENS = 64
 PRECOMPUTE_STATES = 512
+SATURATION = 0.8  # share of the automaton's state bound past which compile() rebuilds
 
 
 class RegularCompiled(Compiled):
@@ -98,6 +99,10 @@ class RegularCompiled(Compiled):
     def _context(self, state: int) -> tuple[str, ...]:
         """Where in the constraint ``state`` is (the engine's own notion; none here)."""
         return ()
+
+    @property
+    def saturated(self) -> bool:
+        return self.dfa.n_states > SATURATION * self.dfa.max_states
 
     @property
     def stats(self) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 A :class:`Grammar` is a set of named rules. A rule's body is a regular expression whose
 atoms are characters (the :mod:`tether.automata.regex_ast` nodes: ``CharSet``,
-``Concat``, ``Alternate``, ``Repeat``) and references to other rules (:class:`Ref`).
+``Concat``, ``Alternate``, ``Repeat``), pre-built byte automata (``Automaton``: an
+intersection or difference of regular languages) and references to rules (:class:`Ref`).
 Regexes, GBNF, Lark and JSON Schema all build this; the engine decides how to run it:
 a grammar with no recursion is inlined into one regular expression (the lazy DFA of
 :mod:`tether.automata`), any other runs on the pushdown engine of :mod:`tether.grammar.pda`.
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tether.automata.regex_ast import Alternate, CharSet, Concat, Repeat
+from tether.automata.regex_ast import Alternate, Automaton, CharSet, Concat, Repeat
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Ref:
     pos: int | str = 0
 
 
-Expr = CharSet | Concat | Alternate | Repeat | Ref
+Expr = CharSet | Concat | Alternate | Repeat | Automaton | Ref
 
 
 @dataclass

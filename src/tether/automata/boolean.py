@@ -1,0 +1,236 @@
+"""Intersection and difference of regular languages, as eager byte DFAs.
+
+Regex syntax trees are closed under union, concatenation and repetition but not under
+intersection or complement, which JSON Schema needs (``pattern`` ∩ ``maxLength`` ∩
+``format``, keys that match no ``patternProperties``…). Here an operand is determinised
+eagerly (the subset construction of :class:`~tether.automata.dfa.LazyDFA`, run to the end),
+two DFAs are combined by a product over the reachable pairs of states, the result is
+trimmed, and :func:`to_node` turns it back into a syntax-tree node (an
+:class:`~tether.automata.regex_ast.Automaton`) that any larger expression can embed.
+
+A :class:`Dfa` is a complete table over byte classes: state 0 is dead (its row is all 0)
+and ``start`` is 0 exactly when the language is empty. Every size is bounded
+(:class:`~tether.errors.LimitExceeded`, located where the caller says).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tether.automata.dfa import LazyDFA
+from tether.automata.nfa import build_nfa
+from tether.automata.regex_ast import Alternate, Automaton, CharSet, Concat, Node, Repeat
+from tether.errors import LimitExceeded
+
+MAX_OPERAND_STATES = 50_000  # states of a determinised operand
+MAX_PRODUCT_STATES = 200_000  # states of a product (before trimming)
+EMPTY_LANGUAGE = CharSet(())  # the node that matches no string at all
+
+
+@dataclass
+class Dfa:
+    """A complete DFA over byte classes (see the module docstring)."""
+
+    table: np.ndarray  # int32 (n_states, n_classes); row 0: the dead state
+    class_of_byte: np.ndarray  # int64 (256,)
+    accepting: np.ndarray  # bool (n_states,)
+    start: int
+
+    @property
+    def n_states(self) -> int:
+        return int(self.table.shape[0])
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.table.shape[1])
+
+    def is_empty(self) -> bool:
+        return self.start == 0
+
+    def accepts(self, data: bytes) -> bool:
+        """Whether ``data`` is in the language (for tests and checks)."""
+        state = self.start
+        for b in data:
+            state = int(self.table[state, self.class_of_byte[b]])
+        return bool(self.accepting[state])
+
+
+def empty_dfa() -> Dfa:
+    """The DFA of the empty language."""
+    return Dfa(np.zeros((1, 1), dtype=np.int32), np.zeros(256, dtype=np.int64),
+               np.zeros(1, dtype=bool), 0)
+
+
+def is_empty(node: Node) -> bool:
+    """Whether ``node`` matches no string (exact: every non-empty character set encodes)."""
+    if isinstance(node, CharSet):
+        return not node.ranges
+    if isinstance(node, Concat):
+        return any(is_empty(i) for i in node.items)
+    if isinstance(node, Alternate):
+        return all(is_empty(i) for i in node.items)
+    if isinstance(node, Repeat):
+        return node.min > 0 and is_empty(node.item)
+    if isinstance(node, Automaton):
+        return not node.accepting
+    return False
+
+
+def to_dfa(node: Node, *, max_states: int = MAX_OPERAND_STATES,
+           location: str | int | None = None) -> Dfa:
+    """Determinise ``node`` completely (bounded by ``max_states``)."""
+    if is_empty(node):
+        return empty_dfa()
+    try:
+        lazy = LazyDFA(build_nfa(node), max_states=max_states)
+        complete = lazy.materialize(max_states)
+    except LimitExceeded as e:
+        raise _too_large(e.message, location) from None
+    if not complete:
+        raise _too_large(f"an automaton needs more than {max_states} states", location)
+    n = lazy.n_states
+    return Dfa(lazy.table[:n].copy(), lazy.class_of_byte.astype(np.int64),
+               lazy.accepting[:n].copy(), lazy.start)
+
+
+def intersect_dfa(a: Dfa, b: Dfa, *, location: str | int | None = None) -> Dfa:
+    """The DFA of L(a) ∩ L(b), trimmed."""
+    return _product(a, b, difference=False, location=location)
+
+
+def difference_dfa(a: Dfa, b: Dfa, *, location: str | int | None = None) -> Dfa:
+    """The DFA of L(a) ∖ L(b), trimmed."""
+    return _product(a, b, difference=True, location=location)
+
+
+def intersect(a: Node, b: Node, *, location: str | int | None = None) -> Node:
+    """A node matching the strings both ``a`` and ``b`` match."""
+    return to_node(intersect_dfa(to_dfa(a, location=location), to_dfa(b, location=location),
+                                 location=location), pos=location or 0)
+
+
+def difference(a: Node, b: Node, *, location: str | int | None = None) -> Node:
+    """A node matching the strings ``a`` matches and ``b`` does not (``b``'s complement
+    relative to the universe ``a``)."""
+    return to_node(difference_dfa(to_dfa(a, location=location), to_dfa(b, location=location),
+                                  location=location), pos=location or 0)
+
+
+def to_node(dfa: Dfa, *, pos: int | str = 0) -> Node:
+    """The syntax-tree node of ``dfa``: :data:`EMPTY_LANGUAGE` or an :class:`Automaton`
+    (DFA state ``s`` is automaton state ``s - 1``; edges cover maximal byte runs)."""
+    if dfa.is_empty():
+        return EMPTY_LANGUAGE
+    edges = byte_run_edges(dfa.table[1:], dfa.class_of_byte)
+    edges[:, 0] -= 1
+    edges[:, 3] -= 1
+    edges.flags.writeable = False
+    accepting = tuple((np.nonzero(dfa.accepting[1:])[0]).tolist())
+    return Automaton(dfa.n_states - 1, edges, dfa.start - 1, accepting, pos)
+
+
+def byte_run_edges(rows: np.ndarray, class_of_byte: np.ndarray, *,
+                   first_state: int = 1) -> np.ndarray:
+    """Edges ``(src, lo, hi, dst)`` of the transition ``rows`` (state ``first_state + i``
+    is row ``i``): one per maximal run of bytes going to the same live state."""
+    starts = np.concatenate([[0], np.nonzero(class_of_byte[1:] != class_of_byte[:-1])[0] + 1])
+    ends = np.concatenate([starts[1:] - 1, [255]])
+    by_run = rows[:, class_of_byte[starts]]  # (n, runs): runs of bytes of one class
+    change = np.ones(by_run.shape, dtype=bool)
+    change[:, 1:] = by_run[:, 1:] != by_run[:, :-1]
+    src, first = np.nonzero(change)
+    last = np.empty_like(first)
+    last[:-1] = first[1:] - 1
+    row_end = np.ones(len(src), dtype=bool)
+    row_end[:-1] = src[1:] != src[:-1]
+    last[row_end] = len(starts) - 1
+    dst = by_run[src, first]
+    keep = dst != 0
+    return np.stack([src[keep] + first_state, starts[first[keep]], ends[last[keep]], dst[keep]],
+                    axis=1).astype(np.int32)
+
+
+def _product(a: Dfa, b: Dfa, *, difference: bool, location: str | int | None) -> Dfa:
+    if a.is_empty() or (b.is_empty() and not difference):
+        return empty_dfa()
+    pair = a.class_of_byte * b.n_classes + b.class_of_byte
+    uniq, class_of_byte = np.unique(pair, return_inverse=True)
+    ta = a.table[:, uniq // b.n_classes].astype(np.int64)
+    tb = b.table[:, uniq % b.n_classes].astype(np.int64)
+    nb = b.n_states
+    start_key = a.start * nb + b.start
+    ids = {start_key: 1}
+    keys = [0, start_key]
+    rows = [np.zeros((1, len(uniq)), dtype=np.int32)]
+    frontier = np.array([start_key], dtype=np.int64)
+    while frontier.size:
+        na, nbb = ta[frontier // nb], tb[frontier % nb]
+        nxt = na * nb + nbb
+        nxt[(na == 0) | ((nbb == 0) & (not difference))] = 0
+        found, inverse = np.unique(nxt, return_inverse=True)
+        new = []
+        for k in found.tolist():
+            if k and k not in ids:
+                ids[k] = len(keys)
+                keys.append(k)
+                new.append(k)
+        if len(keys) > MAX_PRODUCT_STATES:
+            raise _too_large(f"an intersection needs more than {MAX_PRODUCT_STATES} states",
+                             location)
+        id_of_found = np.array([ids.get(k, 0) for k in found.tolist()], dtype=np.int32)
+        rows.append(id_of_found[inverse].reshape(nxt.shape))
+        frontier = np.array(new, dtype=np.int64)
+    key_arr = np.array(keys, dtype=np.int64)
+    acc_a = a.accepting[key_arr // nb]
+    acc_b = b.accepting[key_arr % nb]
+    accepting = acc_a & (~acc_b if difference else acc_b)
+    accepting[0] = False
+    return trim(Dfa(np.concatenate(rows), class_of_byte.astype(np.int64), accepting, 1))
+
+
+def trim(dfa: Dfa) -> Dfa:
+    """Keep only the states reachable from ``start`` that can reach an accepting state."""
+    if dfa.is_empty():
+        return dfa
+    table = dfa.table
+    reach = _closure(table, np.array([dfa.start]), forward=True)
+    alive = _closure(table, np.nonzero(dfa.accepting & reach)[0], forward=False) & reach
+    alive[0] = False
+    if not alive[dfa.start]:
+        return empty_dfa()
+    keep = np.concatenate([[0], np.nonzero(alive)[0]])
+    new_id = np.zeros(dfa.n_states, dtype=np.int32)
+    new_id[keep] = np.arange(len(keep), dtype=np.int32)
+    new_table = new_id[table[keep]]
+    return Dfa(new_table, dfa.class_of_byte, dfa.accepting[keep], int(new_id[dfa.start]))
+
+
+def _closure(table: np.ndarray, seeds: np.ndarray, *, forward: bool) -> np.ndarray:
+    """States reachable from (``forward``) or reaching (not ``forward``) ``seeds``."""
+    n = table.shape[0]
+    src = np.repeat(np.arange(n), table.shape[1])
+    dst = table.reshape(-1)
+    frm, to = (src, dst) if forward else (dst, src)
+    order = np.argsort(frm, kind="stable")
+    frm, to = frm[order], to[order]
+    indptr = np.searchsorted(frm, np.arange(n + 1))
+    seen = np.zeros(n, dtype=bool)
+    seen[seeds] = True
+    frontier = np.unique(seeds)
+    while frontier.size:
+        starts, ends = indptr[frontier], indptr[frontier + 1]
+        counts = ends - starts
+        total = int(counts.sum())
+        if not total:
+            break
+        offsets = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(total)
+        nxt = np.unique(to[offsets])
+        frontier = nxt[~seen[nxt]]
+        seen[frontier] = True
+    return seen
+
+
+def _too_large(message: str, location: str | int | None) -> LimitExceeded:
+    return LimitExceeded(message, location=location)

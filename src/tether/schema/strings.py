@@ -1,0 +1,531 @@
+"""The JSON string literals a string schema allows, exactly (SPEC §4, §5).
+
+:func:`json_string` builds the *decoded* value language first — every ``pattern`` (an
+ECMA-262 regex, searched, not fully matched), the ``format``, minus ``excluded_patterns`` /
+``excluded_values`` — as a byte automaton over the value's UTF-8, counts code points for
+``minLength``/``maxLength``, and finally *encodes* it: quotes around, each character
+written the ways JSON allows.
+
+Encoding (one policy everywhere, so every JSON string of the schema is one language):
+
+- every character except ``"``, ``\\`` and U+0000–U+001F may be written raw (UTF-8);
+- ``"``, ``\\``, ``/``, backspace, form feed, LF, CR, tab may be written ``\\" \\\\ \\/ \\b
+  \\f \\n \\r \\t``; every ASCII character (U+0000–U+007F) may be written ``\\u00XX``
+  (hex digits in either case); the first three and the control characters *must* be
+  escaped;
+- non-ASCII characters are written raw only: ``\\u00e9`` and surrogate pairs are not
+  accepted (``json.dumps(ensure_ascii=False)`` never writes them). This is the one
+  deliberate restriction: such strings are rejected, never wrongly accepted.
+
+Each escape counts as one code point. Patterns follow ECMA-262 where it differs from
+Python: ``\\d \\w`` are ASCII, ``\\s`` is ECMA's white-space set, ``.`` excludes the four
+line terminators, ``^``/``$`` assert the string's ends (anywhere in the pattern).
+
+Sizes: a length bound of N needs about 13·N automaton states (no NFA can do with fewer:
+each count must remember where it is inside a multi-byte character or an escape), so
+bounds beyond a few thousand code points (more with a restrictive pattern) exceed the
+state budget and raise :class:`~tether.errors.LimitExceeded` at ``…/maxLength``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from tether.automata.boolean import (
+    Dfa,
+    byte_run_edges,
+    difference_dfa,
+    intersect_dfa,
+    is_empty,
+    to_dfa,
+    to_node,
+    trim,
+)
+from tether.automata.regex_ast import (
+    EMPTY,
+    Alternate,
+    Anchor,
+    Automaton,
+    CharSet,
+    Concat,
+    Node,
+    Repeat,
+    complement,
+    literal,
+    normalize,
+)
+from tether.automata.regex_parser import _Flags, _Parser
+from tether.errors import CompileError, LimitExceeded
+from tether.schema.formats import format_expr
+
+MAX_STRING_STATES = 200_000  # automaton states of one string schema
+
+ANY_CHAR = CharSet(complement(()))
+ANY_STAR = Repeat(ANY_CHAR, 0, None)
+_MUST_ESCAPE = normalize([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
+_SHORT_ESCAPES = {0x22: ord('"'), 0x5C: ord("\\"), 0x2F: ord("/"), 0x08: ord("b"),
+                  0x0C: ord("f"), 0x0A: ord("n"), 0x0D: ord("r"), 0x09: ord("t")}
+_ECMA_SPACE = normalize([(9, 13), (32, 32), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
+                         (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F),
+                         (0x3000, 0x3000), (0xFEFF, 0xFEFF)])
+_ECMA_CLASSES = {"d": ((48, 57),), "w": ((48, 57), (65, 90), (95, 95), (97, 122)),
+                 "s": _ECMA_SPACE}
+_LINE_TERMINATORS = normalize([(10, 10), (13, 13), (0x2028, 0x2029)])
+
+
+def json_string(*, min_length: int = 0, max_length: int | None = None,
+                patterns: Sequence[str] = (), excluded_patterns: Sequence[str] = (),
+                excluded_values: Sequence[str] = (), format: str | None = None,  # noqa: A002
+                location: str = "") -> Node:
+    """The JSON string literals (quotes included) whose decoded value has ``min_length``
+    to ``max_length`` code points, contains a match of every regex of ``patterns``, of
+    none of ``excluded_patterns``, is none of ``excluded_values`` and has ``format``
+    (unknown formats are ignored). :class:`CompileError` at ``location`` when no string
+    qualifies or a pattern is not supported (at ``location + "/pattern"``)."""
+    if not isinstance(min_length, int) or min_length < 0:
+        raise CompileError(f"minLength must be a non-negative integer, not {min_length!r}",
+                           location=f"{location}/minLength")
+    if max_length is not None and (not isinstance(max_length, int) or max_length < 0):
+        raise CompileError(f"maxLength must be a non-negative integer, not {max_length!r}",
+                           location=f"{location}/maxLength")
+    if max_length is not None and max_length < min_length:
+        raise CompileError(f"no string has at least {min_length} and at most {max_length} "
+                           "characters", location=f"{location}/maxLength")
+    return _json_string(min_length, max_length, tuple(patterns), tuple(excluded_patterns),
+                        tuple(excluded_values), format, location)
+
+
+@lru_cache(maxsize=512)
+def _json_string(min_length: int, max_length: int | None, patterns: tuple[str, ...],
+                 excluded_patterns: tuple[str, ...], excluded_values: tuple[str, ...],
+                 fmt: str | None, location: str) -> Node:
+    parts = [pattern_language(p, f"{location}/pattern") for p in patterns]
+    fmt_node = format_expr(fmt, f"{location}/format") if fmt is not None else None
+    if fmt_node is not None:  # formats run smaller as a DFA than as their regex
+        parts.append(fmt_node)
+    excluded = [pattern_language(p, location) for p in excluded_patterns]
+    excluded += [literal(v) if v else EMPTY for v in excluded_values]
+    counted = min_length > 0 or max_length is not None
+    if not excluded and not counted and len(parts) <= 1 and fmt_node is None \
+            and not _has_automaton(parts):
+        decoded = parts[0] if parts else ANY_STAR
+        if is_empty(decoded):
+            raise CompileError("no string satisfies this schema", location=location)
+        return Concat((_QUOTE, _encode_tree(decoded), _QUOTE), location)
+    where = f"{location}/pattern" if patterns else location
+    dfa = to_dfa(parts[0] if parts else ANY_STAR, location=where)
+    for part in parts[1:]:
+        dfa = intersect_dfa(dfa, to_dfa(part, location=where), location=where)
+    if excluded:
+        dfa = difference_dfa(dfa, to_dfa(Alternate(tuple(excluded)), location=location),
+                             location=location)
+    if counted and not dfa.is_empty():
+        where = f"{location}/maxLength" if max_length is not None else f"{location}/minLength"
+        dfa = count_characters(dfa, min_length, max_length, location=where)
+    if dfa.is_empty():
+        raise CompileError("no string satisfies this schema (its pattern, format, length "
+                           "and exclusions contradict each other)", location=location)
+    return _encode_dfa(dfa, location)
+
+
+# -- patterns ------------------------------------------------------------------------------
+class _EcmaParser(_Parser):
+    """The regex parser with ECMA-262's meaning of ``.``, ``\\d``, ``\\w`` and ``\\s``."""
+
+    def class_escape(self, ch: str) -> tuple[tuple[int, int], ...]:
+        ranges = _ECMA_CLASSES[ch.lower()]
+        return complement(ranges) if ch.isupper() else ranges
+
+    def parse_atom(self) -> Node:
+        if self.peek() == ".":
+            self.i += 1
+            return CharSet(complement(() if self.flags.dotall else _LINE_TERMINATORS), self.i)
+        return super().parse_atom()
+
+
+def pattern_language(pattern: str, location: str = "") -> Node:
+    """The strings in which ECMA-262 regex ``pattern`` finds a match (JSON Schema's
+    unanchored search), as a node over code points (or a byte :class:`Automaton` when
+    anchors sit inside the pattern). Unsupported syntax: :class:`CompileError` at
+    ``location``, naming the column."""
+    try:
+        tree = _EcmaParser(pattern, _Flags()).parse()
+    except CompileError as e:
+        raise CompileError(f"{e.message} (column {e.location} of pattern {pattern!r})",
+                           location=location, source=pattern) from None
+    simple = _search_tree(tree)
+    if simple is not None:
+        return simple
+    return to_node(_search_with_markers(tree, location), pos=location)
+
+
+def _search_tree(tree: Node) -> Node | None:
+    """``Σ* tree Σ*`` with leading ``^`` / trailing ``$`` per alternative dropping the
+    ``Σ*`` on their side; None if an anchor sits anywhere else."""
+    branches = tree.items if isinstance(tree, Alternate) else (tree,)
+    out: list[Node] = []
+    for branch in branches:
+        items = list(branch.items) if isinstance(branch, Concat) else [branch]
+        at_start = at_end = False
+        while items and isinstance(items[0], Anchor) and items[0].at_start:
+            items.pop(0)
+            at_start = True
+        while items and isinstance(items[-1], Anchor) and not items[-1].at_start:
+            items.pop()
+            at_end = True
+        if any(_has_anchor(i) for i in items):
+            return None
+        out.append(Concat(((), (ANY_STAR,))[not at_start] + tuple(items)
+                          + ((), (ANY_STAR,))[not at_end]))
+    return out[0] if len(out) == 1 else Alternate(tuple(out))
+
+
+def _has_anchor(node: Node) -> bool:
+    if isinstance(node, Anchor):
+        return True
+    if isinstance(node, Concat | Alternate):
+        return any(_has_anchor(i) for i in node.items)
+    if isinstance(node, Repeat):
+        return _has_anchor(node.item)
+    return False
+
+
+def _byte_node(byte: int) -> Automaton:
+    edges = np.array([[0, byte, byte, 1]], dtype=np.int32)
+    edges.flags.writeable = False
+    return Automaton(2, edges, 0, (1,))
+
+
+_BEGIN, _END = 0xFF, 0xFE  # bytes that never occur in UTF-8: the string's two ends
+
+
+def _search_with_markers(tree: Node, location: str) -> Dfa:
+    """General anchors: search ``tree`` (anchors as marker bytes) in ``BEGIN text END``
+    and strip the markers from the result."""
+    begin, end = _byte_node(_BEGIN), _byte_node(_END)
+    marked = _replace_anchors(tree, begin, end)
+    sigma_star = Repeat(Alternate((ANY_CHAR, begin, end)), 0, None)
+    framed = to_dfa(Concat((begin, ANY_STAR, end)), location=location)
+    found = to_dfa(Concat((sigma_star, marked, sigma_star)), location=location)
+    both = intersect_dfa(framed, found, location=location)
+    if both.is_empty():
+        return both
+    cls = both.class_of_byte
+    table = both.table.copy()
+    start = int(table[both.start, cls[_BEGIN]])
+    accepting = both.accepting[table[:, cls[_END]]]
+    table[:, cls[_BEGIN]] = 0
+    table[:, cls[_END]] = 0
+    accepting[0] = False
+    return trim(Dfa(table, cls, accepting, start))
+
+
+def _replace_anchors(node: Node, begin: Node, end: Node) -> Node:
+    if isinstance(node, Anchor):
+        return begin if node.at_start else end
+    if isinstance(node, Concat):
+        return Concat(tuple(_replace_anchors(i, begin, end) for i in node.items), node.pos)
+    if isinstance(node, Alternate):
+        return Alternate(tuple(_replace_anchors(i, begin, end) for i in node.items), node.pos)
+    if isinstance(node, Repeat):
+        return Repeat(_replace_anchors(node.item, begin, end), node.min, node.max, node.pos)
+    return node
+
+
+def _has_automaton(nodes: Sequence[Node]) -> bool:
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Automaton):
+            return True
+        if isinstance(node, Concat | Alternate):
+            stack.extend(node.items)
+        elif isinstance(node, Repeat):
+            stack.append(node.item)
+    return False
+
+
+# -- code-point counting -------------------------------------------------------------------
+def count_characters(dfa: Dfa, low: int, high: int | None, *,
+                     location: str | int | None = None) -> Dfa:
+    """``L(dfa)`` (valid UTF-8) restricted to strings of ``low``..``high`` code points.
+
+    A product with a counter that moves on every byte that starts a character, built
+    level by level (one level per count); levels that repeat are shared while computing
+    and emitted with numpy in one go."""
+    n, n_cls = dfa.table.shape
+    table = dfa.table
+    starts_char = np.zeros(n_cls, dtype=bool)
+    for b in range(256):
+        if b < 0x80 or b >= 0xC0:
+            starts_char[dfa.class_of_byte[b]] = True
+    t_cont, t_lead = table[:, ~starts_char], table[:, starts_char]
+    top = high if high is not None else low
+    loops = high is None
+
+    def within(mask: np.ndarray) -> np.ndarray:  # close under continuation bytes
+        while True:
+            grown = mask.copy()
+            grown[t_cont[mask].ravel()] = True
+            grown[0] = False
+            if (grown == mask).all():
+                return mask
+            mask = grown
+
+    def advance(mask: np.ndarray) -> np.ndarray:
+        nxt = np.zeros(n, dtype=bool)
+        nxt[t_lead[mask].ravel()] = True
+        nxt[0] = False
+        return within(nxt)
+
+    first = np.zeros(n, dtype=bool)
+    first[dfa.start] = True
+    reach = [within(first)]
+    for _ in range(top):
+        prev = reach[-1]
+        if len(reach) >= 2 and reach[-2] is prev:
+            reach.append(prev)
+            continue
+        nxt = advance(prev)
+        reach.append(prev if (nxt == prev).all() else nxt)
+        if not nxt.any():
+            break
+    reach += [reach[-1]] * (top + 1 - len(reach))
+    if loops:
+        while True:
+            grown = reach[top] | advance(reach[top])
+            if (grown == reach[top]).all():
+                break
+            reach[top] = grown
+
+    alive: list[np.ndarray] = [np.zeros(0, dtype=bool)] * (top + 1)
+    for k in range(top, -1, -1):
+        if k < top - 1 and reach[k] is reach[k + 1] and alive[k + 1] is alive[k + 2] \
+                and (k >= low) == (k + 1 >= low):
+            alive[k] = alive[k + 1]
+            continue
+        ok = reach[k] & dfa.accepting if k >= low else np.zeros(n, dtype=bool)
+        nxt_alive = alive[k + 1] if k < top else None
+        while True:
+            grown = ok | (reach[k] & ok[t_cont].any(axis=1))
+            if nxt_alive is not None:
+                grown |= reach[k] & nxt_alive[t_lead].any(axis=1)
+            elif loops:
+                grown |= reach[k] & ok[t_lead].any(axis=1)
+            grown[0] = False
+            if (grown == ok).all():
+                break
+            ok = grown
+        alive[k] = ok if k == top or not (ok == alive[k + 1]).all() else alive[k + 1]
+
+    counts = np.array([int(a.sum()) for a in _distinct(alive)], dtype=np.int64)
+    sizes = {id(a): c for a, c in zip(_distinct(alive), counts, strict=True)}
+    total = sum(sizes[id(a)] for a in alive)
+    if total * 13 // 8 > MAX_STRING_STATES:
+        raise LimitExceeded(f"the length bound needs about {total * 13 // 8} automaton states "
+                            f"(more than {MAX_STRING_STATES})", location=location)
+    if not alive[0][dfa.start]:
+        return Dfa(np.zeros((1, n_cls), dtype=np.int32), dfa.class_of_byte,
+                   np.zeros(1, dtype=bool), 0)
+    return _emit_levels(dfa, alive, starts_char, low, loops)
+
+
+def _distinct(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    seen: dict[int, np.ndarray] = {}
+    for a in arrays:
+        seen.setdefault(id(a), a)
+    return list(seen.values())
+
+
+def _emit_levels(dfa: Dfa, alive: list[np.ndarray], starts_char: np.ndarray, low: int,
+                 loops: bool) -> Dfa:
+    """The table of the (state, count) product: runs of equal levels emitted at once."""
+    n = dfa.table.shape[0]
+    top = len(alive) - 1
+    offsets = np.zeros(top + 2, dtype=np.int64)
+    offsets[1:] = np.cumsum([int(a.sum()) for a in alive])
+    offsets += 1  # state 0: dead
+    blocks = [np.zeros((1, dfa.table.shape[1]), dtype=np.int32)]
+    accepting = [np.zeros(1, dtype=bool)]
+    k = 0
+    while k <= top:
+        end = k
+        while end < top - 1 and alive[end + 1] is alive[k] and alive[end + 2] is alive[k + 1] \
+                and (end + 1 >= low) == (k >= low):
+            end += 1
+        cur = alive[k]
+        nxt = alive[k + 1] if k < top else (cur if loops else np.zeros(n, dtype=bool))
+        states = np.nonzero(cur)[0]
+        local_cur = np.full(n, -1, dtype=np.int64)
+        local_cur[states] = np.arange(len(states))
+        local_nxt = np.full(n, -1, dtype=np.int64)
+        local_nxt[np.nonzero(nxt)[0]] = np.arange(int(nxt.sum()))
+        targets = dfa.table[states]
+        next_level = starts_char[None, :] & np.ones_like(targets, dtype=bool)
+        local = np.where(next_level, local_nxt[targets], local_cur[targets])
+        reps = end - k + 1
+        level = np.arange(k, end + 1)
+        same_base = offsets[level]
+        next_base = offsets[np.minimum(level + 1, top)] if not (k == top and loops) \
+            else offsets[level]
+        base = np.where(next_level[None], next_base[:, None, None], same_base[:, None, None])
+        rows = np.where(local[None] >= 0, local[None] + base, 0)
+        blocks.append(rows.reshape(reps * len(states), -1).astype(np.int32))
+        acc = dfa.accepting[states]
+        accepting.append(np.tile(acc, reps) & np.repeat(level >= low, len(states)))
+        k = end + 1
+    local_start = int(np.count_nonzero(alive[0][:dfa.start]))
+    return Dfa(np.concatenate(blocks), dfa.class_of_byte, np.concatenate(accepting),
+               int(offsets[0]) + local_start)
+
+
+# -- encoding ------------------------------------------------------------------------------
+_QUOTE = CharSet(((0x22, 0x22),))
+
+
+def _hex_bytes(values: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """The hex digits (either case) of nibble ``values``, as code-point ranges."""
+    out = []
+    for v in values:
+        if v < 10:
+            out.append((48 + v, 48 + v))
+        else:
+            out += [(87 + v, 87 + v), (55 + v, 55 + v)]
+    return normalize(out)
+
+
+def _escape_groups(ascii_chars: Sequence[int]
+                   ) -> tuple[list[int], list[tuple[list[int], list[int]]]]:
+    """The short-escape letters of ``ascii_chars`` and, for ``\\u00XY``, groups of
+    (high nibbles, low nibbles) sharing the same low nibbles."""
+    letters = sorted(_SHORT_ESCAPES[c] for c in ascii_chars if c in _SHORT_ESCAPES)
+    by_high: dict[int, list[int]] = {}
+    for c in ascii_chars:
+        by_high.setdefault(c >> 4, []).append(c & 15)
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for high, lows in sorted(by_high.items()):
+        groups.setdefault(tuple(lows), []).append(high)
+    return letters, [(highs, list(lows)) for lows, highs in groups.items()]
+
+
+@lru_cache(maxsize=1024)
+def _encoded_char(ranges: tuple[tuple[int, int], ...]) -> Node:
+    """The JSON encodings of one character of ``ranges``."""
+    raw = [r for r in _cut(ranges, _MUST_ESCAPE)]
+    ascii_chars = [c for lo, hi in ranges if lo <= 0x7F for c in range(lo, min(hi, 0x7F) + 1)]
+    options: list[Node] = [CharSet(tuple(raw))] if raw else []
+    if ascii_chars:
+        letters, groups = _escape_groups(ascii_chars)
+        after_backslash: list[Node] = []
+        if letters:
+            after_backslash.append(CharSet(normalize([(c, c) for c in letters])))
+        hex_tail = [Concat((CharSet(normalize([(48 + h, 48 + h) for h in highs])),
+                            CharSet(_hex_bytes(lows)))) for highs, lows in groups]
+        after_backslash.append(Concat((literal("u00"), _alt(hex_tail))))
+        options.append(Concat((CharSet(((0x5C, 0x5C),)), _alt(after_backslash))))
+    return _alt(options)
+
+
+def _alt(nodes: list[Node]) -> Node:
+    return nodes[0] if len(nodes) == 1 else Alternate(tuple(nodes))
+
+
+def _cut(ranges: tuple[tuple[int, int], ...],
+         remove: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    keep = complement(remove)
+    out = []
+    for lo, hi in ranges:
+        for klo, khi in keep:
+            a, b = max(lo, klo), min(hi, khi)
+            if a <= b:
+                out.append((a, b))
+    return normalize(out)
+
+
+def _encode_tree(node: Node) -> Node:
+    """Substitute every character of a code-point syntax tree by its JSON encodings."""
+    if isinstance(node, CharSet):
+        return _encoded_char(node.ranges) if node.ranges else node
+    if isinstance(node, Concat):
+        return Concat(tuple(_encode_tree(i) for i in node.items), node.pos)
+    if isinstance(node, Alternate):
+        return Alternate(tuple(_encode_tree(i) for i in node.items), node.pos)
+    if isinstance(node, Repeat):
+        return Repeat(_encode_tree(node.item), node.min, node.max, node.pos)
+    raise TypeError(node)  # pragma: no cover - anchors and automata take the DFA route
+
+
+def _escape_template(mask: tuple[int, ...]) -> tuple[int, np.ndarray]:
+    """Local states and edges (``dst`` -1: the target) from just after ``\\`` to the end
+    of an escape of one of the ASCII characters ``mask``."""
+    letters, groups = _escape_groups(mask)
+    edges = [(0, c, c, -1) for c in letters]
+    edges += [(0, ord("u"), ord("u"), 1), (1, 48, 48, 2), (2, 48, 48, 3)]
+    for g, (highs, lows) in enumerate(groups):
+        edges += [(3, 48 + h, 48 + h, 4 + g) for h in highs]
+        edges += [(4 + g, lo, hi, -1) for lo, hi in _hex_bytes(lows)]
+    return 4 + len(groups), np.array(edges, dtype=np.int64)
+
+
+def _encode_dfa(dfa: Dfa, location: str) -> Automaton:
+    """The quoted JSON encodings of ``L(dfa)`` (a byte DFA over the decoded UTF-8):
+    state 0 is before the opening quote, 1 after the closing one, DFA state ``s`` is
+    ``s + 1``; escapes get small shared chains keyed by (target, escaped characters)."""
+    n, n_cls = dfa.table.shape
+    cls = dfa.class_of_byte
+    # raw characters: bytes that must be escaped go to an extra, all-dead class
+    raw_cls = cls.copy()
+    for lo, hi in _MUST_ESCAPE:
+        raw_cls[lo:hi + 1] = n_cls
+    rows = np.concatenate([dfa.table[1:], np.zeros((n - 1, 1), dtype=dfa.table.dtype)], axis=1)
+    raw = byte_run_edges(rows, raw_cls, first_state=2).astype(np.int64)
+    raw[:, 3] += 1
+    quotes = [[0, 0x22, 0x22, dfa.start + 1]]
+    quotes += [[s + 1, 0x22, 0x22, 1] for s in np.nonzero(dfa.accepting)[0].tolist()]
+    # escapes: group the ASCII moves of every state by target
+    ascii_targets = dfa.table[1:, cls[:128]]
+    src, byte = np.nonzero(ascii_targets)
+    tgt = ascii_targets[src, byte]
+    order = np.lexsort((byte, tgt, src))
+    src, byte, tgt = src[order], byte[order], tgt[order]
+    new_group = np.ones(len(src), dtype=bool)
+    new_group[1:] = (src[1:] != src[:-1]) | (tgt[1:] != tgt[:-1])
+    group_of = np.cumsum(new_group) - 1
+    words = np.zeros((int(new_group.sum()), 2), dtype=np.uint64)
+    np.bitwise_or.at(words, (group_of, byte >> 6),
+                     np.left_shift(np.uint64(1), (byte & 63).astype(np.uint64)))
+    g_src, g_tgt = src[new_group], tgt[new_group]
+    key_rows = np.column_stack([g_tgt.astype(np.uint64), words])
+    keys, key_of_group = np.unique(key_rows, axis=0, return_inverse=True)
+    key_of_group = key_of_group.reshape(-1)
+    next_state = n + 1
+    chains = []
+    backslash_to = np.zeros(len(keys), dtype=np.int64)
+    masks, mask_of_key = np.unique(keys[:, 1:], axis=0, return_inverse=True)
+    mask_of_key = mask_of_key.reshape(-1)
+    for m, (w0, w1) in enumerate(masks.tolist()):
+        chars = tuple(b for b in range(128) if (w0 if b < 64 else w1) >> (b & 63) & 1)
+        n_local, local = _escape_template(chars)
+        which = np.nonzero(mask_of_key == m)[0]
+        bases = next_state + n_local * np.arange(len(which))
+        next_state += n_local * len(which)
+        backslash_to[which] = bases
+        targets = keys[which, 0].astype(np.int64) + 1
+        src_e = bases[:, None] + local[None, :, 0]
+        dst_e = np.where(local[None, :, 3] < 0, targets[:, None],
+                         bases[:, None] + local[None, :, 3])
+        lo_e = np.broadcast_to(local[None, :, 1], src_e.shape)
+        hi_e = np.broadcast_to(local[None, :, 2], src_e.shape)
+        chains.append(np.stack([src_e, lo_e, hi_e, dst_e], axis=2).reshape(-1, 4))
+    if next_state > MAX_STRING_STATES:
+        raise LimitExceeded(f"the string's automaton needs {next_state} states (more than "
+                            f"{MAX_STRING_STATES})", location=location)
+    backslashes = np.column_stack([g_src + 2, np.full(len(g_src), 0x5C),
+                                   np.full(len(g_src), 0x5C), backslash_to[key_of_group]])
+    edges = np.concatenate([raw, np.array(quotes, dtype=np.int64).reshape(-1, 4),
+                            backslashes.astype(np.int64), *chains]).astype(np.int32)
+    edges.flags.writeable = False
+    return Automaton(next_state, edges, 0, (1,), location)
