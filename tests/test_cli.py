@@ -100,3 +100,50 @@ def test_generate_json():
     assert data["text"].isdigit() and data["stop_reason"] in ("eog", "constraint_complete")
     assert len(data["kl"]) >= len(data["tokens"])
     assert data["kl_total"] >= 0 and data["tokens_per_s"] > 0
+
+
+PERSON = {"type": "object", "properties": {"name": {"type": "string"},
+                                           "age": {"type": "integer", "minimum": 0}},
+          "required": ["name"]}
+
+
+def test_check_schema_points_at_the_byte_and_the_keywords(tmp_path, capsys):
+    schema = tmp_path / "person.json"
+    schema.write_text(json.dumps(PERSON))
+    assert main(["check", "--schema", str(schema), "--text", '{"name": "Al", "age": 3}']) == 0
+    capsys.readouterr()
+    assert main(["check", "--schema", str(schema), "--text", '{"name": "Al", "age": -3}']) == 1
+    out = capsys.readouterr().out
+    assert "fails at byte 23 (line 1, column 24)" in out
+    assert "/properties/age" in out and "minimum" in out
+
+
+def test_check_schema_reads_a_file(tmp_path, capsys):
+    schema = tmp_path / "person.json"
+    schema.write_text(json.dumps(PERSON))
+    data = tmp_path / "data.json"
+    data.write_text('{"age": 3}')
+    assert main(["check", "--schema", str(schema), str(data)]) == 1
+    assert "expected one of" in capsys.readouterr().out
+
+
+def test_check_grammar_lark_and_gbnf(tmp_path, capsys):
+    lark = tmp_path / "list.lark"
+    lark.write_text('start: item ("," item)*\nitem: /[a-z]+/\n')
+    assert main(["check", "--grammar", str(lark), "--text", "ab,c"]) == 0
+    assert main(["check", "--grammar", str(lark), "--text", "ab,,c"]) == 1
+    gbnf = tmp_path / "list.txt"
+    gbnf.write_text('root ::= [a-z]+ ("," [a-z]+)*\n')
+    assert main(["check", "--grammar", str(gbnf), "--syntax", "gbnf", "--text", "ab,c"]) == 0
+    capsys.readouterr()
+
+
+def test_bad_schema_and_grammar_are_located_errors(tmp_path, capsys):
+    schema = tmp_path / "bad.json"
+    schema.write_text('{"type": "string", "minLength": 5, "maxLength": 3}')
+    assert main(["check", "--schema", str(schema), "--text", '"x"']) == 2
+    assert "error" in capsys.readouterr().err
+    grammar = tmp_path / "bad.lark"
+    grammar.write_text('start: "a" (\n')
+    assert main(["check", "--grammar", str(grammar), "--text", "a"]) == 2
+    assert "1:" in capsys.readouterr().err

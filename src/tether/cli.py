@@ -296,7 +296,40 @@ def _check(args: argparse.Namespace) -> int:
         print(f"expected one of: {_describe_bytes(result.expected)}")
     if result.context:
         print("inside: " + " < ".join(result.context))
+    if isinstance(compiled.constraint, JsonSchema):
+        for pointer, keywords in _schema_keywords(compiled.constraint.schema, result.context):
+            print(f"schema at {pointer or '/'}: the text breaks one of {', '.join(keywords)}")
     return EXIT_NO_MATCH
+
+
+# Keywords that only annotate a schema: they cannot be what a text violates.
+_ANNOTATIONS = {"title", "description", "default", "examples", "example", "$comment",
+                "$schema", "$id", "id", "deprecated", "readOnly", "writeOnly", "$defs",
+                "definitions"}
+
+
+def _schema_keywords(schema: object, context: tuple[str, ...]) -> list[tuple[str, list[str]]]:
+    """For each schema pointer in a check's context, the constraining keywords there."""
+    out = []
+    for entry in context:
+        pointer = entry[entry.find("(") + 1:-1] if entry.endswith(")") else ""
+        if not pointer.startswith("/"):
+            continue
+        node = schema
+        for part in pointer.split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                node = None
+                break
+        if isinstance(node, dict):
+            keywords = [k for k in node if k not in _ANNOTATIONS and not k.startswith("x-")]
+            if keywords:
+                out.append((pointer, keywords))
+    return out
 
 
 def _check_input(args: argparse.Namespace) -> str:
