@@ -11,8 +11,8 @@ def python(*, indent: str = "    ", max_depth: int = 16) -> Grammar:
     """Python 3 source (the statements and expressions real modules use) as a
     constraint: a Lark grammar whose layout — blocks indented by ``indent``, at most
     ``max_depth`` deep, free line breaks inside brackets — is resolved by
-    :mod:`tether.grammar.layout`. Not covered: ``match`` statements, ``type`` aliases, and
-    a keyword directly followed by a name (``ifx``) is read as keyword + name."""
+    :mod:`tether.grammar.layout`. Known differences from Python are listed at the top of
+    ``python.lark``."""
     text = files("tether.grammars").joinpath("python.lark").read_text(encoding="utf-8")
     return Grammar(text, syntax="lark", indent=indent, max_depth=max_depth)
 
