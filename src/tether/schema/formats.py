@@ -19,8 +19,10 @@ value — and exact except where noted:
 - ``ipv4``, ``ipv6`` (every compressed form, embedded IPv4), ``uuid``, ``duration``,
   ``byte`` (base64 with padding), ``json-pointer``: exact.
 
-``regex`` (not a regular language), the number formats (``int32``, ``int64``, ``float``,
-``double``) and unknown names return None: the caller treats them as annotations.
+``relative-json-pointer`` and ``uri-template`` (RFC 6570) are exact. ``regex`` (not a
+regular language), ``iri``, ``iri-reference``, ``idn-email`` and ``idn-hostname`` are
+refused (:data:`UNENFORCEABLE`); the number formats (``int32``, ``int64``, ``float``,
+``double``) and names validators do not know return None: annotations only.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from functools import cache
 
 from tether.automata.regex_ast import Node
 from tether.automata.regex_parser import parse_regex
+from tether.errors import CompileError
 
 _DEC_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 _IPV4 = rf"{_DEC_OCTET}(?:\.{_DEC_OCTET}){{3}}"
@@ -94,6 +97,13 @@ _URI = (rf"[A-Za-z][A-Za-z0-9+.\-]*:(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSO
 _RELATIVE_REF = (rf"(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_PATH_NOSCHEME}|)"
                  rf"{_TAIL}")
 
+# RFC 6570: literal characters or percent-escapes, and expressions {op varspec,...}.
+_PCT = r"%[0-9A-Fa-f]{2}"
+_VARCHAR = rf"(?:[A-Za-z0-9_]|{_PCT})"
+_VARSPEC = rf"{_VARCHAR}(?:\.?{_VARCHAR})*(?::[1-9][0-9]{{0,3}}|\*)?"
+_URI_TEMPLATE = (rf"(?:[^\x00-\x20\x7f\"'%<>\\^`{{|}}]|{_PCT}"
+                 rf"|\{{[+#./;?&=,!@|]?{_VARSPEC}(?:,{_VARSPEC})*\}})*")
+
 _FORMATS = {
     "date": _DATE,
     "time": _TIME,
@@ -109,14 +119,24 @@ _FORMATS = {
     "uuid": r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}",
     "byte": r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?",
     "json-pointer": r"(?:/(?:[^/~]|~[01])*)*",
+    "relative-json-pointer": r"(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^/~]|~[01])*)*)",
+    "uri-template": _URI_TEMPLATE,
 }
+
+
+# Formats that validators check but whose language is not regular or not written here:
+# accepting any string for them would let invalid values through, so they are refused.
+UNENFORCEABLE = frozenset({"regex", "iri", "iri-reference", "idn-email", "idn-hostname"})
 
 
 def format_expr(name: str, location: str = "") -> Node | None:
     """The decoded strings of format ``name`` (a code-point syntax tree), or None for a
-    format that is not a string language this module knows (see the module docstring).
-    ``location`` is accepted for symmetry with the other value builders."""
-    del location  # the patterns are fixed and known to compile
+    format that is an annotation only (number formats, names validators do not know).
+    A format validators assert but this module cannot enforce is a :class:`CompileError`
+    at ``location``."""
+    if name in UNENFORCEABLE:
+        raise CompileError(f"format {name!r} cannot be enforced while generating (its "
+                           "language is not regular or not supported)", location=location)
     return _format_tree(name)
 
 
