@@ -2,17 +2,18 @@
 
 ``fuse`` gets three hard masks (Syntax, Types, Imports) and two soft scores
 (ControlFlow: a dense float32 array over the vocabulary; Semantics: sparse, 1,000 ids)
-at intensity ``full``. The work after the AND is proportional to the feasible set (its
-ids and one adjustment each), so scenarios differ by mask densities: from a structural
-position (a handful of tokens) to free string content (nearly every token). Each
-scenario cycles through 8 independent draws of masks and scores (fixed seed), so caches
-are not warmer than in a generation loop. Reported: ``fuse`` alone, and ``fuse`` plus
+at intensity ``full``. Scenarios differ by mask densities: from a structural position
+(a handful of tokens) to free string content (nearly every token). ``fuse`` ANDs the
+masks and counts the survivors, so its cost should not depend on them; the feasible
+ids and the adjustments are computed when first asked for (``apply`` works on the ids
+when few tokens are feasible, on dense vectors when many are). Each scenario cycles
+through 8 independent draws of masks and scores (fixed seed), so caches are not warmer
+than in a generation loop. Reported: ``fuse`` alone, and ``fuse`` plus
 ``FusionResult.apply`` to a logit vector (what a decoding step needs).
 
     taskset -c 1 .venv/bin/python bench/fusion_cost.py [--steps 3000]
 
-Target (issue 3): ``fuse`` ≤ 30 µs median for a typical code step (below: about 1,800
-feasible tokens).
+Target (issue 3): ``fuse`` ≤ 30 µs median in every scenario.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ SCENARIOS = {
     "broad types (≈11k feasible)": (0.3, 0.3, 0.95),
     "string content (≈117k feasible)": (0.95, 1.0, 0.95),
 }
-TYPICAL = "typical code step (≈1.8k feasible)"
 
 
 def draw(rng: np.random.Generator, densities: tuple[float, float, float]) -> tuple:
@@ -86,12 +86,12 @@ def main() -> None:
                       "fuse": fuse_stats, "fuse_apply": step_stats}
         print(f"{name:38} {np.mean(runs['feasible']):9.0f} {fuse_stats['median_us']:10.1f}µs "
               f"{fuse_stats['p99_us']:6.1f}µs {step_stats['median_us']:12.1f}µs")
-    typical = rows[TYPICAL]["fuse"]["median_us"]
-    verdict = "within" if typical <= TARGET_US else "OVER"
-    print(f"typical code step: fuse median {typical:.1f} µs — {verdict} the {TARGET_US:.0f} µs "
+    worst = max(row["fuse"]["median_us"] for row in rows.values())
+    verdict = "within" if worst <= TARGET_US else "OVER"
+    print(f"fuse: worst scenario median {worst:.1f} µs — {verdict} the {TARGET_US:.0f} µs "
           "target")
     path = save("fusion_cost", {"vocab": VOCAB, "steps": args.steps, "scenarios": rows,
-                                "typical_fuse_median_us": typical, "target_us": TARGET_US})
+                                "worst_fuse_median_us": worst, "target_us": TARGET_US})
     print(f"saved {path}")
 
 

@@ -222,6 +222,39 @@ def test_soft_scores_never_empty_the_feasible_set(case, scale: float) -> None:
     assert np.isfinite(final).sum() == scored.feasible_ids().size
 
 
+
+@pytest.mark.parametrize("density", [0.001, 0.2, 0.9])
+def test_apply_by_ids_and_dense_agree(density: float, monkeypatch) -> None:
+    """apply works on the feasible ids when few are feasible and on dense vectors when
+    many are: both give the same array, bit for bit, with every kind of score."""
+    from tether.fusion import result as result_module
+
+    rng = np.random.default_rng(4)
+    size = 5_000
+    allowed = rng.random(size) < density
+    allowed[[0, size - 1]] = True
+    dense = rng.normal(0, 0.7, size + 7).astype(np.float32)
+    dense[:4] = [np.nan, np.inf, -np.inf, 3.0]
+    soft = {CF: SoftScore(dense, 0.5),
+            SEM: SoftScore.sparse(rng.choice(size, 300, replace=False), rng.uniform(-1, 1, 300))}
+    masked = SoftScore.from_mask(bitmask.from_bool(rng.random(size) < 0.5), 0.25, 2.0)
+    config = FusionConfig(intensity="full", soft_temperature=0.7)
+    for scores in (soft, {SEM: masked}, {}):
+        for logits in (rng.normal(0, 3, size).astype(np.float32), rng.normal(0, 3, size + 40)):
+            got = {}
+            for sparse in (10**9, 1):  # every step dense / every step by ids
+                monkeypatch.setattr(result_module, "_SPARSE", sparse)
+                result = fuse({SYN: bitmask.from_bool(allowed)}, scores, config)
+                got[sparse] = (result.apply(logits), result.apply(logits, masked=False))
+            for a, b in zip(got[10**9], got[1], strict=True):
+                np.testing.assert_array_equal(a, b)
+            kept = got[1][1]
+            np.testing.assert_array_equal(kept[:size][~allowed], logits[:size][~allowed])
+            np.testing.assert_array_equal(kept[size:], logits[size:])
+            assert np.isneginf(got[1][0][size:]).all()
+    with pytest.raises(tether.TetherError):
+        fuse({SYN: bitmask.from_bool(allowed)}, soft, config).apply(np.zeros(size - 1))
+
 # -- the relaxation cascade ------------------------------------------------------------------
 @FAST
 @given(vocab_size=st.integers(3, BIG_VOCAB), seed=st.integers(0, 2**32 - 1),

@@ -13,6 +13,7 @@ from hypothesis.extra import numpy as hnp
 from tether.engine import bitmask
 from tether.errors import NoLegalContinuation, TetherError
 from tether.sampling import Pipeline, engine
+from tether.sampling.rows import Row
 
 NEG_INF = np.float32(-np.inf)
 
@@ -328,6 +329,30 @@ def test_batches_equal_rows_numpy_and_torch():
         pipeline.sample(torch.from_numpy(logits), bitmask.from_bool(allowed & False))
 
 
+
+@pytest.mark.parametrize("size", [1, 31, 257, 40_000])
+def test_row_summary_and_window_match_numpy(size):
+    """The vectorised passes over a row (maxima, masses, the window's tokens) against
+    numpy, with NaN (either sign) and -inf logits and a row that is not a whole number
+    of blocks."""
+    rng = np.random.default_rng(size)
+    x = rng.normal(0, 3, size).astype(np.float32)
+    allowed = rng.random(size) < 0.3
+    allowed[-1] = True
+    if size > 30:
+        x[rng.choice(size, 6, replace=False)] = [np.nan, -np.nan, -np.inf, -np.inf, np.nan, 9]
+    ctx = engine.context(x, bitmask.from_bool(allowed))
+    clean = np.where(np.isnan(x), -np.inf, x)
+    assert ctx.peak == clean.max() and ctx.legal_peak == clean[allowed].max()
+    assert ctx.has_nan == bool(np.isnan(x).any()) and ctx.feasible == allowed.sum()
+    legal = np.log(np.exp(clean[allowed].astype(np.float64) - clean.max()).sum())
+    total = np.log(np.exp(clean.astype(np.float64) - clean.max()).sum())
+    assert ctx.log_z() == pytest.approx(min(legal - total, 0.0), abs=1e-6)
+    for window in (0.0, 2.5, 100.0):
+        row = Row.build(ctx, masked=True, window=window)
+        cut = np.float32(ctx.legal_peak - window)
+        np.testing.assert_array_equal(row.ids, np.flatnonzero(allowed & (x >= cut)))
+
 # -- large vocabularies: the window near the top gives the full row's answer ---------------------
 LARGE = [Pipeline(temperature=0.7, min_p=0.05), Pipeline(temperature=0.8, top_p=0.95),
          Pipeline(top_k=40), Pipeline(temperature=0), Pipeline(temperature=1.3, top_p=0.5),
@@ -376,3 +401,27 @@ def test_window_draws_follow_the_full_distribution():
         assert abs((draws == token).mean() - p) <= 5 * math.sqrt(p * (1 - p) / 6000)
     tail = probs[5:].sum()
     assert abs((draws >= 5).mean() - tail) <= 5 * math.sqrt(tail * (1 - tail) / 6000)
+
+
+def test_sparse_mask_window_equals_full_row(monkeypatch):
+    """With a mask allowing few tokens the outside is visited token by token: the same
+    results as the full row, and draws landing outside follow the full distribution."""
+    rng = np.random.default_rng(34)
+    size = 40000
+    logits = rng.normal(0, 3, size).astype(np.float32)
+    logits[rng.choice(size, 30)] = np.nan
+    allowed = rng.random(size) < 0.03
+    mask = bitmask.from_bool(allowed)
+    for pipeline in (Pipeline(temperature=0.8, top_p=0.95), Pipeline(temperature=1.3, top_p=0.5),
+                     Pipeline(temperature=0.7, min_p=0.05)):
+        fast = pipeline.apply(logits, mask)
+        monkeypatch.setattr(engine, "WINDOWS", ())
+        full = pipeline.apply(logits, mask)
+        monkeypatch.undo()
+        np.testing.assert_array_equal(fast, full)
+    tail = np.full(size, -8.5, dtype=np.float32)  # ~1,200 allowed tokens below the window…
+    tail[np.flatnonzero(allowed)[:2]] = 0.0  # …and 2 at the top: the tail holds ~11 %
+    low = softmax(np.where(allowed, tail, -np.inf))[tail < 0].sum()
+    draws = np.array([Pipeline().sample(tail, mask, rng=rng).token for _ in range(4000)])
+    assert allowed[draws].all()
+    assert abs((tail[draws] < 0).mean() - low) <= 5 * math.sqrt(low * (1 - low) / 4000)

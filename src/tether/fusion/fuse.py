@@ -5,9 +5,12 @@
 3. If nothing survives: with ``allow_relaxation`` the cascade drops Imports, re-intersects,
    then drops Types (Syntax alone); if that is empty too (or relaxation is off),
    :class:`~tether.fusion.errors.FusionInfeasible` (a ``NoLegalContinuation``) is raised.
-4. One additive soft step over the feasible ids only:
+4. One additive soft step:
    ``adj[t] = Σ_d config_weight_d · weight_d · score_d[t] / soft_temperature``.
-   Adjustments are finite, so soft scores never empty the feasible set.
+   Adjustments are finite, so soft scores never empty the feasible set. The step only
+   records the scores and their factors: the :class:`FusionResult` computes the
+   adjustments (and the feasible ids) when first asked, so the cost of ``fuse`` does
+   not grow with the feasible set.
 
 Applying the hard masks one after another and adding the soft scores one after another
 gives the same result (the tests check it): the single pass is for speed and clarity.
@@ -19,6 +22,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from tether import bits
 from tether.errors import TetherError
 from tether.fusion import kernels
 from tether.fusion.config import FusionConfig
@@ -32,10 +36,8 @@ from tether.fusion.domains import (
 )
 from tether.fusion.errors import FusionInfeasible
 from tether.fusion.result import FusionResult
-from tether.fusion.soft import DENSE, SPARSE, SoftScore
+from tether.fusion.soft import SoftScore
 
-_NO_ADJUSTMENTS = np.zeros(0, dtype=np.float32)
-_NO_ADJUSTMENTS.flags.writeable = False
 _HARD = frozenset(HARD_DOMAINS)
 _SOFT = frozenset(SOFT_DOMAINS)
 
@@ -54,19 +56,19 @@ def fuse(hard: Mapping[Domain, np.ndarray | None], soft: Mapping[Domain, SoftSco
         phase = Phase(phase)
     active = config.domains_for(phase)
     if not active:
-        return FusionResult(None, _NO_ADJUSTMENTS, active, phase, unconstrained=True)
+        return FusionResult(None, active, phase, unconstrained=True)
     if effective_phase(phase, config.adaptive_switching) is Phase.REASONING:
         if reasoning_syntax is None:
-            return FusionResult(None, _NO_ADJUSTMENTS, active, phase, unconstrained=True)
+            return FusionResult(None, active, phase, unconstrained=True)
         masks = _hard_masks({Domain.SYNTAX: reasoning_syntax}, active)
         scores: dict[Domain, SoftScore] = {}
     else:
         masks = _hard_masks(hard, active)
         scores = _soft_scores(soft, active)
-    feasible, ids, dropped = _intersect(masks, config.allow_relaxation, scores, phase)
-    return FusionResult(feasible, _soft_step(ids, feasible, scores, config),
-                        frozenset(masks) | frozenset(scores), phase, dropped=dropped,
-                        ids=ids, masks=masks)
+    feasible, count, dropped = _intersect(masks, config.allow_relaxation, scores, phase)
+    return FusionResult(feasible, frozenset(masks) | frozenset(scores), phase,
+                        dropped=dropped, count=count, terms=_soft_terms(scores, config),
+                        masks=masks)
 
 
 def _hard_masks(hard: Mapping[Domain, np.ndarray | None],
@@ -108,21 +110,21 @@ def _soft_scores(soft: Mapping[Domain, SoftScore | None],
 
 def _intersect(masks: dict[Domain, np.ndarray], allow_relaxation: bool,
                scores: dict[Domain, SoftScore],
-               phase: Phase) -> tuple[np.ndarray, np.ndarray, list[Domain]]:
+               phase: Phase) -> tuple[np.ndarray, int, list[Domain]]:
     live = list(masks.values())
-    feasible, ids = _and(live)
+    feasible, count = _and(live)
     dropped: list[Domain] = []
-    while not ids.size:
+    while not count:
         victim = next((d for d in RELAXATION_ORDER if d in masks and d not in dropped), None)
         if not allow_relaxation or victim is None:
-            allowed = {d: kernels.count_bits(w) for d, w in masks.items()}
+            allowed = {d: bits.count_bits(w) for d, w in masks.items()}
             raise FusionInfeasible(allowed, dropped, list(scores), phase)
         dropped.append(victim)
-        feasible, ids = _and([w for d, w in masks.items() if d not in dropped])
-    return feasible, ids, dropped
+        feasible, count = _and([w for d, w in masks.items() if d not in dropped])
+    return feasible, count, dropped
 
 
-def _and(live: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def _and(live: list[np.ndarray]) -> tuple[np.ndarray, int]:
     a = live[0]
     b = live[1] if len(live) > 1 else a
     c = live[2] if len(live) > 2 else b
@@ -130,17 +132,12 @@ def _and(live: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return out, kernels.intersect(a, b, c, out)
 
 
-def _soft_step(ids: np.ndarray, feasible: np.ndarray, scores: dict[Domain, SoftScore],
-               config: FusionConfig) -> np.ndarray:
-    adj = np.zeros(ids.shape[0], dtype=np.float32)
+def _soft_terms(scores: dict[Domain, SoftScore],
+                config: FusionConfig) -> list[tuple[SoftScore, float]]:
+    """The scores that count, each with its factor, in the order they are added."""
+    terms = []
     for d, score in scores.items():
         factor = config.soft_factor(d) * score.weight
-        if factor == 0.0:
-            continue
-        if score.kind == DENSE:
-            kernels.add_dense(adj, ids, score.dense, factor)
-        elif score.kind == SPARSE:
-            kernels.add_sparse(adj, ids, feasible, score.ids, score.values, factor)
-        else:
-            kernels.add_masked(adj, ids, score.words, factor * score.value)
-    return adj
+        if factor != 0.0:
+            terms.append((score, factor))
+    return terms

@@ -7,8 +7,11 @@ per-score ``weight``. Three shapes, so a scorer never pays for more than it know
 * sparse — ``{id: score}`` (or sorted id and value arrays, :meth:`SoftScore.sparse`);
 * masked — one value for every token of a Bitmask (:meth:`SoftScore.from_mask`).
 
-Dense arrays are used as given (clamped when read, during fusion, and only at feasible
-ids); sparse values are clamped once, here.
+Dense arrays are used as given (clamped when read, during fusion); sparse values are
+clamped once, here. A score adds itself to the adjustments of a fusion step in either of
+the two forms of :mod:`tether.fusion.kernels`: at the feasible ids, or by token id. A
+fusion result reads its scores when its adjustments are first asked for, so a score's
+arrays are kept by reference: treat them as read-only once handed over (as masks are).
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from tether import bits
 from tether.errors import TetherError
+from tether.fusion import kernels
 
 DENSE, SPARSE, MASKED = "dense", "sparse", "masked"
 
@@ -80,6 +85,27 @@ class SoftScore:
             raise TetherError("duplicate token id in sparse soft scores")
         values = np.clip(np.nan_to_num(values, nan=0.0), -1.0, 1.0)
         self.ids, self.values = ids, values
+
+    def add_at(self, adj: np.ndarray, ids: np.ndarray, feasible: np.ndarray,
+               factor: float) -> None:
+        """``adj[j] += factor · score[ids[j]]`` for the sorted feasible ``ids`` (the set
+        bits of the Bitmask ``feasible``)."""
+        if self.kind == DENSE:
+            kernels.add_dense_at(adj, ids, self.dense, factor)
+        elif self.kind == SPARSE:
+            kernels.add_sparse_at(adj, ids, feasible, self.ids, self.values, factor)
+        else:
+            kernels.add_masked_at(adj, ids, self.words, factor * self.value)
+
+    def add_to(self, adj: np.ndarray, factor: float) -> None:
+        """``adj[t] += factor · score[t]`` for every token id ``t`` of ``adj``."""
+        if self.kind == DENSE:
+            kernels.add_dense(adj, self.dense, factor)
+        elif self.kind == SPARSE:
+            kernels.add_sparse(adj, self.ids, self.values, factor)
+        else:
+            kernels.add_masked(adj, bits.flags(self.words, adj.shape[0])[0],
+                               factor * self.value)
 
     def to_dense(self, vocab_size: int) -> np.ndarray:
         """The clamped scores as a float64 array of ``vocab_size`` entries (for tests and

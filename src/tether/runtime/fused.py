@@ -203,12 +203,9 @@ class FusedConstraint:
 
     def _decide_fused(self, decide: Decide, logits: np.ndarray, history: Sequence[int],
                       result: Any) -> Choice:
-        adjustments = result.logit_adjustments
-        if not adjustments.size or not adjustments.any():
+        if not result.terms:
             return decide(logits, result.feasible, history)
-        ids = result.feasible_ids()
-        adjusted = np.array(logits, dtype=np.float32)
-        adjusted[ids] += adjustments
+        adjusted = result.apply(np.asarray(logits, dtype=np.float32), masked=False)
         token, info, stop = decide(adjusted, result.feasible, history)
         if info is None:
             return token, info, stop

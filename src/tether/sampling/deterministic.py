@@ -132,7 +132,8 @@ class DeterministicDecoder:
         try:
             if ctx.peak == -math.inf:
                 raise NoLegalContinuation("every logit is -inf or NaN")
-            ids, vals = stages.solve(ctx, _top, truncating=False)
+            ids, vals = stages.solve(ctx, _top, truncating=False,
+                                     reach=math.inf if self.pool else 0.0)
         except NoLegalContinuation:  # admissible tokens, all -inf or NaN: the first one
             token = int(np.flatnonzero(ctx.mask.view(bool))[0])
             return Decision(token, -math.inf, -math.inf, ctx.feasible, (token,),

@@ -18,13 +18,15 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from tether import bits
 from tether.errors import NoLegalContinuation, TetherError
 from tether.sampling.dense import Dense
-from tether.sampling.rows import Context, Row, Widen, unpack
+from tether.sampling.rows import Context, Row, Widen
 from tether.sampling.stages import Stage
 
 T = TypeVar("T")
 WINDOWS = (8.0, 20.0)  # processed nats below the top materialised first; then everything
+REACH_MARGIN = 0.5  # processed nats added to a known reach (see Stage.reach)
 
 
 @dataclass(frozen=True)
@@ -54,12 +56,16 @@ class Stages:
     _truncates: bool = field(init=False, repr=False, compare=False)
     _history: bool = field(init=False, repr=False, compare=False)
     _spread: float = field(init=False, repr=False, compare=False)
+    _reach: float = field(init=False, repr=False, compare=False)
+    _keeps: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         facts = {"_windowed": all(s.windowed for s in self.stages),
                  "_truncates": any(s.truncates for s in self.stages),
                  "_history": any(s.uses_history for s in self.stages),
-                 "_spread": math.prod(1.0 / s.scale() for s in self.stages)}
+                 "_spread": math.prod(1.0 / s.scale() for s in self.stages),
+                 "_reach": min((s.reach() for s in self.stages), default=math.inf),
+                 "_keeps": min((s.keeps() for s in self.stages if s.keeps()), default=0)}
         for name, value in facts.items():
             object.__setattr__(self, name, value)
 
@@ -93,12 +99,14 @@ class Stages:
                 for row, m, h in zip(x, masks, histories, strict=True)]
 
     # -- numpy ------------------------------------------------------------------------------
-    def solve(self, ctx: Context, finish: Callable[[Row], T], *, truncating: bool) -> T:
+    def solve(self, ctx: Context, finish: Callable[[Row], T], *, truncating: bool,
+              reach: float = math.inf) -> T:
         """``finish`` applied to the processed row of ``ctx``: on a window first when
         that can save work, wider whenever a stage or ``finish`` raises :class:`Widen`.
         ``truncating``: ``finish`` needs a row without outside (no window is tried
-        unless a stage truncates)."""
-        for window in self._windows(ctx, truncating=truncating):
+        unless a stage truncates); ``reach``: the processed nats below the top that
+        ``finish`` looks at (0 for an argmax), which can make the first window narrower."""
+        for window in self._windows(ctx, truncating=truncating, reach=reach):
             try:
                 return finish(self._run(ctx, window))
             except Widen:
@@ -113,16 +121,24 @@ class Stages:
         ctx = context(x, mask, history)
         log_z = ctx.log_z()  # first: its pass over the logits finds them still in cache
         token, logprob = self.solve(ctx, lambda row: row.pick(rng, greedy=greedy),
-                                    truncating=False)
+                                    truncating=False, reach=0.0 if greedy else math.inf)
         return Step(token=token, logprob=logprob, log_z=log_z, feasible=ctx.feasible)
 
-    def _windows(self, ctx: Context, *, truncating: bool) -> list[float]:
-        """The windows (raw nats below the top) to try before the full row."""
-        if not (self._windowed and ctx.window_worthwhile(self.mask_first)):
+    def _windows(self, ctx: Context, *, truncating: bool, reach: float) -> list[float]:
+        """The windows (raw nats below the top) to try before the full row. The first
+        is cut to what the stages need when they say: down to the k-th best block top
+        when a stage keeps the best k (the window then holds at least k tokens), else
+        no wider than what the stages or the pick can keep (their reach), and never
+        wider than ``WINDOWS[0]`` processed nats without such a reason."""
+        if not (WINDOWS and self._windowed and ctx.window_worthwhile(self.mask_first)):
             return []
         if truncating and not self._truncates:
             return []
-        return [nats * self._spread for nats in WINDOWS]
+        first = min(WINDOWS[0], min(reach, self._reach) + REACH_MARGIN) * self._spread
+        deep = ctx.nats_to_kth(self._keeps, self.mask_first) if self._keeps else math.inf
+        if math.isfinite(deep):
+            first = deep + REACH_MARGIN * self._spread
+        return [first, *(w for w in (n * self._spread for n in WINDOWS[1:]) if w > first)]
 
     def _run(self, ctx: Context, window: float | None) -> Row:
         row = Row.build(ctx, masked=self.mask_first, window=window, history=self._history)
@@ -199,13 +215,13 @@ def _torch_mask(torch: Any, mask: Any, batch: int, size: int, device: Any) -> An
         return None
     if not _is_torch(mask):
         words = np.asarray(mask, dtype=np.uint32).reshape(-1, np.shape(mask)[-1])
-        flags = np.stack([unpack(w, size) for w in words]).view(bool)
+        flags = np.stack([bits.flags(w, size)[0] for w in words]).view(bool)
         allowed = torch.from_numpy(flags).to(device)
     else:
         words = mask.to(device=device, dtype=torch.int64).reshape(-1, mask.shape[-1])
         shifts = torch.arange(32, device=device, dtype=torch.int64)
-        bits = ((words & 0xFFFFFFFF).unsqueeze(-1) >> shifts) & 1
-        allowed = bits.reshape(words.shape[0], -1).to(torch.bool)
+        lanes = ((words & 0xFFFFFFFF).unsqueeze(-1) >> shifts) & 1
+        allowed = lanes.reshape(words.shape[0], -1).to(torch.bool)
         if allowed.shape[-1] < size:
             allowed = torch.nn.functional.pad(allowed, (0, size - allowed.shape[-1]))
         allowed = allowed[:, :size]

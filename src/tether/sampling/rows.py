@@ -3,9 +3,13 @@ sorted ids and float32 values, shrinking stage by stage.
 
 On a large vocabulary most tokens cannot survive a truncation stage (top-k, top-p,
 min-p) or win an argmax, so the row starts as a *window*: the allowed tokens within a
-few nats of the top, plus every token of the history (penalties may move those). The
-rest stays implicit as :class:`Outside`, known by one bound on its values and sums
-that the kernels of :mod:`tether.sampling._kernels` compute over the whole vocabulary.
+few nats of the largest allowed logit (no more than the stages need when they say:
+min-p's reach, top-k's k), plus every token of the history (penalties may move
+those). One vectorised pass over the row (:class:`Context`) finds the maxima and the
+largest allowed logit of every block of tokens, so a window reads only the blocks that
+reach it. The rest stays implicit as :class:`Outside`, known by one bound on its values
+and sums that the kernels of :mod:`tether.sampling._kernels` compute over the whole
+vocabulary.
 A stage that can prove the outside cannot matter drops it; one that cannot raises
 :class:`Widen`, and the decision runs again on a wider window, at worst on the full
 row. Results are those of the full row: the window only decides what is materialised.
@@ -24,18 +28,19 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import accumulate
 
 import numpy as np
 
+from tether import bits
 from tether.errors import NoLegalContinuation
 from tether.sampling import _kernels
 
 WINDOW_MIN = 16384  # rows shorter than this are always materialised in full
-_SPARSE = 16  # masks allowing at most 1/16 of the row are materialised in full
 _DRAW_BLOCK = 512  # block size of the two-level inverse-CDF search
 _SMALL = 64  # rows up to this many tokens are drawn from in plain Python
+_SPARSE = 16  # masks allowing at most 1/16 of the row are visited token by token
 _NEG_INF = np.float32(-np.inf)
 
 
@@ -46,34 +51,33 @@ class Widen(Exception):  # noqa: N818 - a control-flow signal, not an error
 @dataclass
 class Context:
     """What every stage of one decision may consult: the raw logits (float32, NaN
-    included), the mask as 0/1 flags per token (``None``: no mask), the history and
-    the largest finite logit."""
+    included), the mask as 0/1 flags per token (``None``: no mask) and as Bitmask
+    words, the history, the largest finite logit overall and among the allowed tokens,
+    and the largest allowed logit of every block of ``_kernels.BLOCK`` tokens (as order
+    keys, ``tops``: what lets a window read only the blocks that can reach it)."""
 
     x: np.ndarray
     mask: np.ndarray | None
+    words: np.ndarray | None
     tokens: Sequence[int] | np.ndarray  # the history as given
     peak: float  # the largest raw logit (NaN ignored); -inf if none is finite
+    legal_peak: float  # the largest raw logit of an allowed token (NaN ignored)
     has_nan: bool
     feasible: int  # how many tokens the mask allows (every token without a mask)
+    tops: np.ndarray
 
     @classmethod
     def of(cls, logits: np.ndarray, words: np.ndarray | None,
            history: Sequence[int] | np.ndarray) -> Context:
         x = np.asarray(logits, dtype=np.float32).reshape(-1)
-        peak = float(x.max()) if x.shape[0] else -math.inf
-        has_nan = math.isnan(peak)  # max propagates NaN
-        if has_nan:
-            finite = x[~np.isnan(x)]
-            peak = float(finite.max()) if finite.shape[0] else -math.inf
         if words is None:
-            return cls(x, None, history, peak, has_nan, x.shape[0])
-        words = np.ascontiguousarray(words, dtype=np.uint32).reshape(-1)
-        mask = unpack(words, x.shape[0])
-        if words.shape[0] * 32 > x.shape[0]:  # bits past the row do not count
-            feasible = int(np.count_nonzero(mask.view(bool)))
+            mask, feasible = None, x.shape[0]
         else:
-            feasible = int(np.bitwise_count(words).sum())
-        return cls(x, mask, history, peak, has_nan, feasible)
+            words = np.ascontiguousarray(words, dtype=np.uint32).reshape(-1)
+            mask, feasible = bits.flags(words, x.shape[0])
+        tops, peak, legal_peak, has_nan = _summary(x, _everything(x.shape[0]) if mask is None
+                                                   else mask)
+        return cls(x, mask, words, history, peak, legal_peak, has_nan, feasible, tops)
 
     @property
     def size(self) -> int:
@@ -93,6 +97,45 @@ class Context:
         """How often each of :attr:`history` occurs."""
         return self._history[1]
 
+    def allowed_ids(self) -> np.ndarray:
+        """The ids of the allowed tokens, in order (the mask's set bits in the row)."""
+        return self._allowed_ids
+
+    @cached_property
+    def _allowed_ids(self) -> np.ndarray:
+        if self.words is None:
+            return np.arange(self.size)
+        return bits.set_bits(self.words, self.feasible)
+
+    @property
+    def sparse(self) -> bool:
+        """Whether the mask allows few enough tokens to visit them one by one rather
+        than pass over the whole row."""
+        return self.mask is not None and self.feasible * _SPARSE <= self.size
+
+    def window_source(self, masked: bool) -> tuple[np.ndarray, np.ndarray, float]:
+        """What a window is cut from: the flags of the tokens it may hold, the tops of
+        their blocks and their largest logit (the allowed tokens when ``masked``)."""
+        if masked and self.mask is not None:
+            return self.mask, self.tops, self.legal_peak
+        if self.mask is None:
+            return _everything(self.size), self.tops, self.peak
+        return _everything(self.size), self._all_tops, self.peak
+
+    def nats_to_kth(self, k: int, masked: bool) -> float:
+        """Raw nats from the top of :meth:`window_source` down to the k-th largest of
+        its block tops: a window that deep holds at least ``k`` tokens (``inf`` if
+        fewer than ``k`` blocks hold a finite one)."""
+        _, tops, top = self.window_source(masked)
+        if k > tops.shape[0]:
+            return math.inf
+        kth = _kernels.unkey(np.partition(tops, tops.shape[0] - k)[tops.shape[0] - k])
+        return top - kth if kth > -math.inf else math.inf  # too few finite tops
+
+    @cached_property
+    def _all_tops(self) -> np.ndarray:
+        return _summary(self.x, _everything(self.size))[0]
+
     def log_z(self) -> float:
         """log of the raw (temperature 1) probability mass on the allowed tokens."""
         if self.mask is None:
@@ -111,7 +154,7 @@ class Context:
     @cached_property
     def _log_masses(self) -> tuple[float, float]:
         """log Σ exp of the raw logits over every token and over the allowed ones."""
-        allowed = np.ones(self.size, dtype=np.uint8) if self.mask is None else self.mask
+        allowed = _everything(self.size) if self.mask is None else self.mask
         if self.size >= WINDOW_MIN:
             total, legal = _kernels.masses(self.x, allowed, self.peak)
             if legal > 1e-30:
@@ -120,10 +163,9 @@ class Context:
         return logsumexp(clean), logsumexp(clean[allowed.view(bool)])
 
     def window_worthwhile(self, masked: bool) -> bool:
-        """Whether a window can save work: a long row, not already sparse."""
-        if self.size < WINDOW_MIN:
-            return False
-        return not (masked and self.mask is not None and self.feasible * _SPARSE <= self.size)
+        """Whether a window can save work: a long row with a finite top to cut it from
+        (however few tokens the mask allows, a window reads only the blocks near it)."""
+        return self.size >= WINDOW_MIN and math.isfinite(self.window_source(masked)[2])
 
 
 @dataclass
@@ -142,13 +184,32 @@ class Outside:
         value = self.cut * self.scale
         return value + 1e-5 * (abs(value) + 1.0)
 
-    def mass(self, x: np.ndarray, shift: float) -> float:
-        """Σ exp(processed − shift) over the outside tokens (one pass over ``x``)."""
-        return _kernels.outside_mass(x, self.allowed, self.cut, self.scale, shift)
+    def mass(self, ctx: Context, shift: float) -> float:
+        """Σ exp(processed − shift) over the outside tokens (one pass over the row, or
+        over the allowed tokens when the mask is sparse)."""
+        if not (self.legal and ctx.sparse):
+            return _kernels.outside_mass(ctx.x, self.allowed, self.cut, self.scale, shift)
+        return float(self._weights(ctx, shift)[1].sum(dtype=np.float64))
 
-    def locate(self, x: np.ndarray, shift: float, target: float) -> int:
-        """The outside token at which the running mass passes ``target``."""
-        return _kernels.outside_locate(x, self.allowed, self.cut, self.scale, shift, target)
+    def locate(self, ctx: Context, shift: float, target: float) -> int:
+        """The first outside token (in id order) at which the running mass passes
+        ``target``; the last one if it never does (rounding), -1 if there is none."""
+        if not (self.legal and ctx.sparse):
+            return _kernels.outside_locate(ctx.x, self.allowed, self.cut, self.scale, shift,
+                                           target)
+        ids, weights = self._weights(ctx, shift)
+        if not ids.shape[0]:
+            return -1
+        at = int(np.searchsorted(np.cumsum(weights, dtype=np.float64), target, side="right"))
+        return int(ids[min(at, ids.shape[0] - 1)])
+
+    def _weights(self, ctx: Context, shift: float) -> tuple[np.ndarray, np.ndarray]:
+        """The outside tokens of a sparse mask and their exp(processed − shift)."""
+        ids = ctx.allowed_ids()
+        raw = ctx.x[ids]
+        out = self.allowed[ids].view(bool) & (raw < np.float32(self.cut))  # NaN: never
+        weights = np.exp(raw[out] * np.float32(self.scale) - np.float32(shift))
+        return ids[out], weights
 
 
 class Row:
@@ -172,22 +233,20 @@ class Row:
         """The row of ``ctx`` (under its mask when ``masked``), materialising the
         tokens within ``window`` raw nats of the top (``None``: all of them) and, with
         ``history``, every allowed token of the history."""
-        mask = ctx.mask if masked else None
         if window is None:
-            if mask is None:
-                ids, vals = None, ctx.x.copy()
-            else:
-                ids = np.flatnonzero(mask.view(bool))
+            if masked and ctx.mask is not None:
+                ids = ctx.allowed_ids()
                 vals = ctx.x[ids]
+            else:
+                ids, vals = None, ctx.x.copy()
             if ctx.has_nan:
                 vals[np.isnan(vals)] = _NEG_INF
             if not np.any(vals > _NEG_INF):
                 raise NoLegalContinuation("every allowed token has a -inf or NaN logit")
             return cls(ids, vals, ctx)
-        allowed = np.ones(ctx.size, dtype=np.uint8) if mask is None else mask
-        cut = float(np.float32(ctx.peak - window))
-        near = np.flatnonzero(ctx.x >= np.float32(cut))
-        near = near[allowed[near].view(bool)]
+        allowed, tops, top = ctx.window_source(masked)
+        cut = float(np.float32(top - window))
+        near = _kernels.gather(ctx.x, allowed, tops, cut)
         if history and ctx.history.shape[0]:
             kept = ctx.history[allowed[ctx.history].view(bool)]
             allowed = allowed.copy()
@@ -196,6 +255,9 @@ class Row:
         vals = ctx.x[near]
         if ctx.has_nan:
             vals[np.isnan(vals)] = _NEG_INF
+        everything = ctx.feasible if masked and ctx.mask is not None else ctx.size
+        if near.shape[0] == everything:  # the window holds every allowed token
+            return cls(near, vals, ctx)
         return cls(near, vals, ctx, Outside(allowed, cut, legal=masked or ctx.mask is None))
 
     # -- positions and tokens ------------------------------------------------------------
@@ -269,7 +331,7 @@ class Row:
         if outside is None:
             return 0.0
         if not (outside.legal and outside.scale == 1.0):
-            return outside.mass(self.ctx.x, shift)
+            return outside.mass(self.ctx, shift)
         raw = self.ctx.x[self.token_ids()]
         if self.ctx.has_nan:
             raw = np.where(np.isnan(raw), _NEG_INF, raw)
@@ -303,7 +365,7 @@ class Row:
         else:
             u = (rng or np.random.default_rng()).random() * total
             if u >= inside and self.outside is not None:
-                token = self.outside.locate(self.ctx.x, peak, u - inside)
+                token = self.outside.locate(self.ctx, peak, u - inside)
                 value = float(self.ctx.x[token]) * self.outside.scale
                 return token, value - peak - math.log(total)
             u = min(u, inside)
@@ -321,14 +383,21 @@ def logsumexp(x: np.ndarray) -> float:
     return peak + math.log(float(np.exp(x - np.float32(peak)).sum(dtype=np.float64)))
 
 
-def unpack(words: np.ndarray, size: int) -> np.ndarray:
-    """Bitmask words → 0/1 uint8 flags, one per token of a row of ``size`` (ids past
-    the mask are disallowed)."""
-    bits = np.unpackbits(np.ascontiguousarray(words, dtype=np.uint32).view(np.uint8),
-                         bitorder="little")
-    if bits.shape[0] >= size:
-        return bits[:size]
-    return np.concatenate([bits, np.zeros(size - bits.shape[0], dtype=np.uint8)])
+@lru_cache(maxsize=8)
+def _everything(size: int) -> np.ndarray:
+    """The flags of a row without a mask (read-only, shared)."""
+    flags = np.ones(size, dtype=np.uint8)
+    flags.flags.writeable = False
+    return flags
+
+
+def _summary(x: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, float, float, bool]:
+    """``(tops, peak, legal peak, has_nan)`` of a row (see :func:`_kernels.scan`)."""
+    tops = np.empty(-(-x.shape[0] // _kernels.BLOCK), dtype=np.int32)
+    peak, legal, has_nan = _kernels.scan(x, allowed, tops)
+    if has_nan:  # rare: the maxima of the row without its NaNs
+        return (*_summary(np.where(np.isnan(x), _NEG_INF, x), allowed)[:3], True)
+    return tops, peak, legal, has_nan
 
 
 def history_counts(history: Sequence[int] | np.ndarray,

@@ -56,6 +56,16 @@ class Stage(ABC):
         """The factor this stage multiplies logits by (temperature), else 1."""
         return 1.0
 
+    def reach(self) -> float:
+        """How far below the top (processed nats) a token can be and survive this
+        stage, when that is known in advance (min-p); else ``inf``."""
+        return math.inf
+
+    def keeps(self) -> int:
+        """How many of the best tokens this stage keeps, when that is known in advance
+        (top-k; ties aside); else 0."""
+        return 0
+
 
 # -- the built-in stages --------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -116,6 +126,9 @@ class TopK(Stage):
     windowed: ClassVar[bool] = True
     truncates: ClassVar[bool] = True
 
+    def keeps(self) -> int:
+        return max(self.k, 0)
+
     def on_row(self, row: Row) -> Row:
         vals = row.vals
         if row.outside is None:
@@ -166,6 +179,9 @@ class MinP(Stage):
     p: float
     windowed: ClassVar[bool] = True
     truncates: ClassVar[bool] = True
+
+    def reach(self) -> float:
+        return -math.log(self.p)
 
     def on_row(self, row: Row) -> Row:
         # row.peak() widens the window when the top may lie outside the row
