@@ -35,12 +35,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from tether.compiler import compile as compile_constraint
-from tether.constraints import Constraint
+from tether.constraints import Constraint, JsonSchema
 from tether.engine import bitmask
 from tether.engine.compiled import Compiled
 from tether.engine.matcher import Matcher
-from tether.errors import TetherError
+from tether.errors import CompileError, TetherError
 from tether.fusion import Domain, FusionConfig, HardDomain, IntensityLevel, Scorer
+from tether.fusion.regex_preference import RegexPreference
 from tether.runtime.diagnostics import RunSummary, StepInfo
 from tether.runtime.embedded import embedded_model_path
 from tether.runtime.fused import Choice, Decide, FreeText, FusedConstraint
@@ -58,6 +59,9 @@ if TYPE_CHECKING:
     from tether.runtime.llama import LlamaModel
 
 DEFAULT_SAMPLING = Pipeline(temperature=0.7, min_p=0.05)
+EXTRA_PROPERTIES = ("spec", "avoid", "forbid")
+# With extra_properties="avoid", the logit bonus of tokens the closed schema allows.
+AVOID_WEIGHT = 8.0
 
 PHASE_MODES = ("off", "auto")
 STOP_REASONS = ("eog", "newline", "constraint_complete", "budget", "context")
@@ -184,6 +188,7 @@ def generate(
     imports: Any = None,
     soft: Mapping[Domain, Scorer] | None = None,
     phase: str = "off",
+    extra_properties: str = "avoid",
 ) -> GenerationResult:
     """Generate a completion of ``prompt`` that satisfies ``constraint``.
 
@@ -204,12 +209,21 @@ def generate(
     the smallest intensity that consults every domain given). ``phase="auto"`` leaves
     the model's reasoning (prose, ``<think>…</think>``) free and starts the constraint
     after the delimiter that opens the structured part (``fusion.delimiters``).
+
+    ``extra_properties`` (JSON Schema only, SPEC §5): ``"spec"`` lets the model add the
+    undeclared properties the schema allows; ``"avoid"`` (default) keeps them legal but
+    steers away from them (a soft preference for the closed schema,
+    :func:`~tether.schema.closed.closed_schema`); ``"forbid"`` compiles the closed schema.
     """
+    if extra_properties not in EXTRA_PROPERTIES:
+        raise TetherError(f"extra_properties must be one of {EXTRA_PROPERTIES}, "
+                          f"not {extra_properties!r}")
     if max_tokens < 0:
         raise TetherError(f"max_tokens must be ≥ 0, not {max_tokens}")
     lm = model if _is_model(model) else load_model(model)
     decide = _chooser(lm.vocab, sampling, temperature, deterministic, seed)
     started = time.perf_counter()
+    constraint, soft = _closed_properties(constraint, extra_properties, soft, lm.vocab)
     matcher = _matcher(constraint, lm.vocab)
     fused = _fused(lm, matcher, fusion, types, imports, soft, phase)
     if fused is not None and isinstance(decide, Program):
@@ -241,6 +255,31 @@ def generate(
         prefill_s=prefilled_at - compiled_at, decode_s=finished_at - prefilled_at,
         confidence=None if confidence is None else confidence.mean,
         suppressed=confidence is not None and confidence.suppressed)
+
+
+def _closed_properties(constraint: Any, mode: str, soft: Mapping[Domain, Scorer] | None,
+                       vocab: Vocabulary) -> tuple[Any, Mapping[Domain, Scorer] | None]:
+    """The constraint and soft domains that implement ``extra_properties``."""
+    if mode == "spec" or not isinstance(constraint, JsonSchema):
+        return constraint, soft
+    from tether.schema.closed import closed_schema
+
+    closed = closed_schema(constraint.schema)
+    if closed == constraint.schema:
+        return constraint, soft
+    options = {k: getattr(constraint, k) for k in
+               ("whitespace", "max_whitespace", "property_order", "strict")}
+    closed_constraint = JsonSchema(closed, registry=constraint.registry, **options)
+    if mode == "forbid":
+        return closed_constraint, soft
+    if soft is not None and Domain.SEMANTICS in soft:
+        return constraint, soft  # the caller's own Semantics scorer wins
+    try:
+        compiled = compile_constraint(closed_constraint, vocab)
+    except CompileError:
+        return constraint, soft
+    preference = RegexPreference(compiled, score=1.0, weight=AVOID_WEIGHT)
+    return constraint, {**(soft or {}), Domain.SEMANTICS: preference}
 
 
 def _is_model(model: object) -> bool:
