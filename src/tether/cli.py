@@ -97,6 +97,10 @@ def _generation_args(parser: argparse.ArgumentParser) -> None:
                         help="a GGUF file (default: embedded SmolLM2)")
     parser.add_argument("--system", default=None, help="system message for the chat template")
     parser.add_argument("--json", action="store_true", help="print a JSON result")
+    parser.add_argument("--extra-properties", choices=("avoid", "forbid", "spec"),
+                        default="avoid",
+                        help="with --schema: undeclared object properties are steered away "
+                             "from (avoid, default), forbidden, or left to the model (spec)")
     fusion = parser.add_argument_group("fusion (docs/fusion.md)")
     fusion.add_argument("--intensity", choices=[level.value for level in IntensityLevel],
                         help="which domains are consulted (none = unconstrained)")
@@ -162,7 +166,7 @@ def _run(args: argparse.Namespace, on_text: Callable[[str], None] | None) -> Gen
                     seed=args.seed, temperature=args.temperature, system=args.system,
                     on_text=on_text, sampling=sampling, deterministic=args.deterministic,
                     fusion=config, types=_regex(args.types), imports=imports,
-                    phase=args.phase)
+                    phase=args.phase, extra_properties=args.extra_properties)
 
 
 def _fusion_config(args: argparse.Namespace) -> tuple[FusionConfig | None, Regex | None]:
