@@ -366,9 +366,23 @@ def test_formats_agree_with_jsonschema_on_good_examples() -> None:
 
 
 def test_unknown_and_number_formats_are_ignored() -> None:
-    for name in ("int32", "int64", "double", "regex", "made-up"):
+    for name in ("int32", "int64", "double", "made-up"):
         assert format_expr(name) is None
     assert '"anything"' in Lang(json_string(format="int32"))
+
+
+def test_formats_validators_check_but_we_cannot_are_refused() -> None:
+    for name in ("regex", "iri", "idn-email"):
+        with pytest.raises(CompileError, match="cannot be enforced"):
+            format_expr(name, "/properties/p/format")
+
+
+def test_uri_template_and_relative_json_pointer() -> None:
+    lang = Lang(json_string(format="uri-template"))
+    assert '"http://x.org/{id}/a{?q,lang}"' in lang
+    assert '"http://x.org/{"' not in lang
+    lang = Lang(json_string(format="relative-json-pointer"))
+    assert '"0/a~1b"' in lang and '"1#"' in lang and '"01"' not in lang
 
 
 def test_format_with_pattern_and_length() -> None:

@@ -1,0 +1,204 @@
+"""Unions of shapes → grammar rules (:mod:`tether.grammar.ir`).
+
+Every distinct subschema (a :data:`~tether.schema.shapes.Sub`) becomes one rule, built
+once and referred to by name, so a recursive schema is a recursive grammar (run by the
+pushdown engine) and a repeated one is built once. Scalars go to the value automata of
+:mod:`tether.schema.strings` and :mod:`tether.schema.numbers`; arrays and objects to
+:mod:`tether.schema.arrays` and :mod:`tether.schema.objects`. A subschema that allows no
+value yields ``None``, and the reason is kept for the error message.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from decimal import Decimal
+from fractions import Fraction
+
+from tether.automata.regex_ast import CharSet, literal
+from tether.errors import CompileError, LimitExceeded
+from tether.grammar.ir import Expr, Ref
+from tether.schema import formats, numbers, strings
+from tether.schema.arrays import emit_array
+from tether.schema.json_text import Layout, alternate
+from tether.schema.keywords import report
+from tether.schema.normalize import Normalizer
+from tether.schema.objects import emit_object
+from tether.schema.pointers import join
+from tether.schema.shapes import (
+    ANY,
+    Arr,
+    Bool,
+    Lit,
+    Null,
+    Num,
+    Obj,
+    Refused,
+    Shape,
+    Str,
+    Sub,
+    Union,
+)
+
+ANY_RULE = "any"
+# Formats JSON Schema defines: one the value automata lack is refused (an assertion that
+# cannot be kept); any other name has no defined meaning and is an annotation.
+SPEC_FORMATS = frozenset({
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname",
+    "idn-hostname", "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid",
+    "uri-template", "json-pointer", "relative-json-pointer", "regex"})
+MAX_NESTING = 48  # subschemas nested inside one another while emitting
+_UNSET = object()
+_NO_STRING = "no string satisfies"  # how strings.json_string says its language is empty
+
+
+class Emitter:
+    """Builds the rules of one schema (see the module docstring)."""
+
+    def __init__(self, norm: Normalizer, layout: Layout, *, strict: bool,
+                 any_order: bool) -> None:
+        self.norm = norm
+        self.layout = layout
+        self.strict = strict
+        self.any_order = any_order
+        self.rules: dict[str, Expr] = {}
+        self.where: dict[str, str] = {}
+        self.reasons: list[tuple[str, str]] = []
+        self._names: dict[Sub, str | None] = {}
+        self._depth = 0
+        self._strings: dict[Str, Ref | None] = {}
+
+    def ref(self, sub: Sub) -> Expr | None:
+        """The rule of ``sub`` (built on first use); None if no value fits it."""
+        if sub == ANY:
+            return self.any_value()
+        name = self._names.get(sub, _UNSET)
+        if name is _UNSET:
+            name = self._names[sub] = f"s{len(self._names)}"
+            where = _pointer(sub)
+            self.where[name] = where
+            if self._depth >= MAX_NESTING:
+                raise LimitExceeded(f"the schema nests more than {MAX_NESTING} levels deep",
+                                    location=where)
+            self._depth += 1
+            try:
+                expr = self.union(self.norm.of_sub(sub))
+            finally:
+                self._depth -= 1
+            if expr is None:
+                self._names[sub] = None
+                self.rules[name] = CharSet(())  # only reached if it referred to itself
+                return None
+            self.rules[name] = expr
+        if name is None:
+            return None
+        return Ref(name, self.where[name])
+
+    def any_value(self) -> Ref:
+        """The rule of an unconstrained JSON value."""
+        if ANY_RULE not in self.rules:
+            self.rules[ANY_RULE] = CharSet(())  # placeholder while it refers to itself
+            self.rules[ANY_RULE] = self.layout.any_value(Ref(ANY_RULE))
+            self.where[ANY_RULE] = ""
+        return Ref(ANY_RULE)
+
+    def named(self, prefix: str, expr: Expr, where: str) -> Ref:
+        """``expr`` as a rule of its own (built once however often it is used)."""
+        name = f"{prefix}{len(self.rules)}"
+        self.rules[name] = expr
+        self.where[name] = where
+        return Ref(name, where)
+
+    def union(self, u: Union) -> Expr | None:
+        """One of the shapes of ``u``."""
+        if not u.shapes and u.why is not None:
+            self.reasons.append(u.why)
+        forms = [e for e in (self.shape(s) for s in u.shapes) if e is not None]
+        return alternate(forms) if forms else None
+
+    def shape(self, s: Shape) -> Expr | None:
+        """The JSON text of one shape."""
+        if isinstance(s, Refused):
+            raise CompileError(s.message, location=s.where)
+        if isinstance(s, Null):
+            return literal("null")
+        if isinstance(s, Bool):
+            return alternate([literal("true" if v else "false") for v in sorted(s.values)])
+        if isinstance(s, Lit):
+            return alternate([self.layout.literal_value(v) for v in s.values])
+        if isinstance(s, Num):
+            return self.number(s)
+        if isinstance(s, Str):
+            return self.string(s)
+        if isinstance(s, Arr):
+            return emit_array(s, self)
+        assert isinstance(s, Obj)
+        return emit_object(s, self)
+
+    def empty(self, reason: str, where: str) -> None:
+        """Record why a shape allows no value; returns None (the empty result)."""
+        self.reasons.append((reason, where))
+
+    def string(self, s: Str, *, may_be_empty: bool = False) -> Ref | None:
+        """The rule of the JSON strings of ``s`` (one per distinct constraint set).
+        With ``may_be_empty``, None when no string fits (the other constraints were
+        proven satisfiable, but a split of them, such as a key region, may not be)."""
+        key = replace(s, where="")
+        if key not in self._strings:
+            try:
+                expr = self._string(s)
+            except CompileError as e:
+                if not (may_be_empty and e.message.startswith(_NO_STRING)):
+                    raise
+                self._strings[key] = None
+            else:
+                self._strings[key] = self.named("str", expr, s.where)
+        return self._strings[key]
+
+    def _string(self, s: Str) -> Expr:
+        if len(s.formats) > 1:
+            names = ", ".join(sorted(s.formats))
+            raise CompileError(f"a string cannot have several formats ({names})",
+                               location=s.where)
+        for name in s.formats:
+            if name in SPEC_FORMATS and formats.format_expr(name, s.where) is None:
+                report(f"unsupported format {name!r}", join(s.where, "format"),
+                       strict=self.strict)
+        return strings.json_string(
+            min_length=s.min_len, max_length=s.max_len, patterns=tuple(sorted(s.patterns)),
+            excluded_patterns=tuple(sorted(s.excluded_patterns)),
+            excluded_values=tuple(sorted(s.excluded_values)),
+            format=next(iter(s.formats), None), location=s.where)
+
+    def number(self, n: Num) -> Expr:
+        multiples = [Fraction(m) for m in n.multiples]
+        if n.integer:
+            step = math.lcm(*(m.numerator for m in multiples)) if multiples else 1
+            lo = None if n.lo is None else _ceil(n.lo, n.lo_excl)
+            hi = None if n.hi is None else _floor(n.hi, n.hi_excl)
+            return numbers.json_integer(minimum=lo, maximum=hi,
+                                        multiple_of=step if step > 1 else None,
+                                        location=n.where)
+        multiple = None
+        if multiples:
+            m = Fraction(math.lcm(*(f.numerator for f in multiples)),
+                         math.gcd(*(f.denominator for f in multiples)))
+            multiple = Decimal(m.numerator) / Decimal(m.denominator)
+        return numbers.json_number(minimum=n.lo, maximum=n.hi, exclusive_minimum=n.lo_excl,
+                                   exclusive_maximum=n.hi_excl, multiple_of=multiple,
+                                   location=n.where)
+
+
+def _ceil(x: Decimal, exclusive: bool) -> int:
+    c = math.ceil(x)
+    return c + 1 if exclusive and c == x else c
+
+
+def _floor(x: Decimal, exclusive: bool) -> int:
+    f = math.floor(x)
+    return f - 1 if exclusive and f == x else f
+
+
+def _pointer(sub: Sub) -> str:
+    parts = sorted(p for p, _ in sub if isinstance(p, str))
+    return parts[0] if parts else ""

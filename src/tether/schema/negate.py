@@ -1,0 +1,176 @@
+"""Complements of shapes: what ``not``, ``oneOf`` exclusivity and ``if``/``else`` need.
+
+The values a shape rejects are the other kinds, plus the values of its own kind that
+break at least one of its constraints; each broken constraint is again a shape
+(``minLength: 3`` broken is ``maxLength: 2``, ``required: [a]`` broken is "``a``
+absent", ``items: S`` broken is "contains ¬S"…). A constraint whose breaking is not a
+regular language over JSON text (``multipleOf``, ``uniqueItems``, ``format``, a
+non-integer number…) becomes :class:`Refused`, an error only if it survives to emission.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from tether.schema.algebra import intersect_unions
+from tether.schema.shapes import (
+    ANY,
+    KINDS,
+    NEVER,
+    TOP,
+    Arr,
+    Bool,
+    Contains,
+    Lit,
+    Null,
+    Num,
+    Obj,
+    Refused,
+    Shape,
+    Str,
+    Union,
+    negate_sub,
+    top,
+)
+
+if TYPE_CHECKING:
+    from tether.schema.normalize import Normalizer
+
+
+def complement(u: Union, norm: Normalizer, where: str, keyword: str,
+               keys: frozenset[str] | None = None) -> Union:
+    """The values not in ``u``; parts that cannot be expressed are :class:`Refused`,
+    blamed on ``keyword`` at ``where``. ``keys``, when given, are the only property names
+    the objects of interest can have (which makes breaking ``additionalProperties`` and
+    ``propertyNames`` expressible: one of those keys is present and breaks it)."""
+    out = TOP
+    for shape in u.shapes:
+        others = tuple(top(k) for k in KINDS if k != shape.kind)
+        inside = tuple(_breaks(shape, where, keyword, norm, keys))
+        out = intersect_unions(out, Union(others + inside), norm, where)
+    if not out.shapes:
+        return Union((), (f"'{keyword}' excludes every value", where))
+    return out
+
+
+def _breaks(s: Shape, where: str, keyword: str, norm: Normalizer,
+            keys: frozenset[str] | None) -> list[Shape]:
+    """The shapes of the values of ``s.kind`` that ``s`` rejects."""
+    def refuse(what: str) -> Refused:
+        return Refused(s.kind, f"'{keyword}' would need the complement of {what}, "
+                               "which cannot be enforced", where)
+
+    if isinstance(s, Null):
+        return []
+    if isinstance(s, Refused):
+        return [s]
+    if isinstance(s, Bool):
+        rest = frozenset({False, True}) - s.values
+        return [Bool(rest)] if rest else []
+    if isinstance(s, Lit):
+        return _not_literals(s, refuse)
+    if isinstance(s, Num):
+        out: list[Shape] = []
+        if s.integer:
+            out.append(refuse("'type: integer' (a non-integer number)"))
+        if s.multiples:
+            out.append(refuse("'multipleOf'"))
+        if s.lo is not None:
+            out.append(Num(hi=s.lo, hi_excl=not s.lo_excl))
+        if s.hi is not None:
+            out.append(Num(lo=s.hi, lo_excl=not s.hi_excl))
+        return out
+    if isinstance(s, Str):
+        out = []
+        if s.min_len > 0:
+            out.append(Str(max_len=s.min_len - 1))
+        if s.max_len is not None:
+            out.append(Str(min_len=s.max_len + 1))
+        out += [Str(excluded_patterns=frozenset({p})) for p in sorted(s.patterns)]
+        out += [Str(patterns=frozenset({p})) for p in sorted(s.excluded_patterns)]
+        if s.excluded_values:
+            out.append(Lit("string", tuple(json.dumps(v, ensure_ascii=False)
+                                           for v in sorted(s.excluded_values))))
+        if s.formats:
+            out.append(refuse("'format'"))
+        return out
+    if isinstance(s, Arr):
+        return _not_array(s, refuse)
+    return _not_object(s, refuse, norm, keys)
+
+
+def _not_literals(s: Lit, refuse) -> list[Shape]:
+    if s.kind == "string":
+        return [Str(excluded_values=frozenset(s.values))]
+    if s.kind == "boolean":
+        rest = frozenset({False, True}) - frozenset(s.values)
+        return [Bool(rest)] if rest else []
+    if s.kind == "null":
+        return []
+    if s.kind == "number":
+        points = sorted({Decimal(str(v)) for v in s.values})
+        out: list[Shape] = [Num(hi=points[0], hi_excl=True)]
+        out += [Num(lo=a, lo_excl=True, hi=b, hi_excl=True)
+                for a, b in zip(points, points[1:], strict=False)]
+        out.append(Num(lo=points[-1], lo_excl=True))
+        return out
+    if s.kind == "array" and all(v == [] for v in s.values):
+        return [Arr(min_items=1)]
+    if s.kind == "object" and all(v == {} for v in s.values):
+        return [Obj(min_props=1)]
+    return [refuse(f"an {s.kind} enum/const")]
+
+
+def _not_array(s: Arr, refuse) -> list[Shape]:
+    out: list[Shape] = []
+    if s.min_items > 0:
+        out.append(Arr(max_items=s.min_items - 1))
+    if s.max_items is not None:
+        out.append(Arr(min_items=s.max_items + 1))
+    for i, sub in enumerate(s.prefix):
+        if sub != ANY:
+            out.append(Arr(prefix=(ANY,) * i + (negate_sub(sub),), min_items=i + 1))
+    if s.items != ANY:
+        if s.prefix:
+            out.append(refuse("'items' after 'prefixItems'"))
+        else:
+            out.append(Arr(contains=(Contains(negate_sub(s.items), 1, None, ""),)))
+    for c in s.contains:
+        if c.min > 0:
+            out.append(Arr(contains=(Contains(c.sub, 0, c.min - 1, c.where),)))
+        if c.max is not None:
+            out.append(Arr(contains=(Contains(c.sub, c.max + 1, None, c.where),)))
+    if s.unique:
+        out.append(refuse("'uniqueItems'"))
+    return out
+
+
+def _not_object(s: Obj, refuse, norm: Normalizer, keys: frozenset[str] | None
+                ) -> list[Shape]:
+    out: list[Shape] = [Obj(props=((name, NEVER),)) for name in sorted(s.required)]
+    for name, sub in s.props:
+        if sub != ANY:
+            out.append(Obj(props=((name, negate_sub(sub)),), required=frozenset({name})))
+    undeclared = s.pattern_props or any(sub != ANY for _, sub in s.additional)
+    if keys is not None and (undeclared or s.names != ANY):
+        names = norm.of_sub(s.names)
+        for key in sorted(keys):
+            if s.declared(key) is None:
+                sub = norm.value_sub(s, key)
+                if sub != ANY:
+                    out.append(Obj(props=((key, negate_sub(sub)),), required=frozenset({key})))
+            if norm.members.in_union(key, names) is False:
+                out.append(Obj(required=frozenset({key})))
+    else:
+        if undeclared:
+            out.append(refuse("'additionalProperties'/'patternProperties'"))
+        if s.names != ANY:
+            out.append(refuse("'propertyNames'"))
+    if s.min_props > 0:
+        out.append(Obj(max_props=s.min_props - 1))
+    if s.max_props is not None:
+        out.append(Obj(min_props=s.max_props + 1))
+    return out
+

@@ -1,0 +1,198 @@
+"""Object shapes → JSON object text.
+
+Declared properties come in schema order — or with the required ones first, in the
+order ``required`` lists them, as many serializers write them — or, with
+``property_order="any"``, in any order, each at most once. Required ones must appear,
+optional ones may be skipped.
+Properties the schema does not declare (where ``additionalProperties`` /
+``patternProperties`` allow them) may appear before, between and after the declared
+ones. Their keys are split into regions by the patterns they match, so each key's value
+follows exactly the subschemas that apply to it.
+
+Commas are exact with no blow-up: the members are built left to right, keeping "some
+member written so far" (``G``) apart from "nothing written yet" — ``G_k = G_{k-1} (, M_k)?
+| M_k`` — so each member appears at most twice, whatever the number of optional ones
+(the 2^n trap of SPEC §13).
+"""
+
+from __future__ import annotations
+
+import json
+from itertools import combinations, permutations
+from typing import TYPE_CHECKING
+
+from tether.automata.regex_ast import Repeat, literal
+from tether.errors import CompileError, LimitExceeded
+from tether.grammar.ir import Expr
+from tether.schema.json_text import alternate, concat
+from tether.schema.shapes import FALSE_NID, Lit, Obj, Refused, Str, Sub
+
+if TYPE_CHECKING:
+    from tether.schema.emit import Emitter
+
+MAX_PATTERN_REGIONS = 16  # key regions from patternProperties (2^patterns)
+MAX_ANY_ORDER = 5  # declared properties that property_order="any" may permute
+
+# A slot: (member, kind) with kind "required", "optional" or "many" (undeclared keys).
+Slot = tuple[Expr, str]
+
+
+def emit_object(o: Obj, em: Emitter) -> Expr | None:
+    """The object text of ``o``; None when no object fits it."""
+    norm = em.norm
+    names = norm.of_sub(o.names)
+    declared = list(o.props) + [(r, norm.value_sub(o, r)) for r in sorted(o.required)
+                                if o.declared(r) is None]
+    members: list[tuple[str, Expr, bool]] = []
+    for name, sub in declared:
+        required = name in o.required
+        named = norm.members.in_union(name, names)
+        if isinstance(named, Refused):
+            em.shape(named)  # raises: propertyNames cannot be decided for this name
+        if _never(sub) or named is False:
+            if required:
+                return em.empty(f"required property {name!r} is not allowed", o.where)
+            continue
+        value = em.ref(sub)
+        if value is None:
+            if required:
+                return em.empty(f"required property {name!r} has no valid value", o.where)
+            continue
+        key = literal(_quoted(name))
+        members.append((name, concat(key, em.layout.colon, value), required))
+    extra = _extra_member(o, em, {name for name, _ in declared})
+    if em.any_order:
+        if len(members) > MAX_ANY_ORDER:
+            raise LimitExceeded(f"property_order='any' permutes at most {MAX_ANY_ORDER} "
+                                f"declared properties, this object has {len(members)}",
+                                location=o.where)
+        orders = [list(p) for p in permutations(members)]
+    else:
+        orders = [members]
+        first = sorted(members, key=lambda m: (o.required_order.index(m[0])
+                                               if m[0] in o.required_order else len(members)))
+        if first != members:
+            orders.append(first)
+    bodies = []
+    empty_ok = False
+    for order in orders:
+        slots = _slots(order, extra)
+        body, may_be_empty = _counted(slots, o, em)
+        empty_ok = empty_ok or may_be_empty
+        if body is not None:
+            bodies.append(body)
+    body = alternate(bodies) if bodies else None
+    out = em.layout.container("{", body, "}", empty_ok=empty_ok and o.min_props == 0)
+    return out if out is not None else em.empty("no object has the required properties",
+                                                 o.where)
+
+
+def _slots(members: list[tuple[str, Expr, bool]], extra: Expr | None) -> list[Slot]:
+    slots: list[Slot] = []
+    if extra is not None:
+        slots.append((extra, "many"))
+    for _, member, required in members:
+        slots.append((member, "required" if required else "optional"))
+        if extra is not None:
+            slots.append((extra, "many"))
+    return slots
+
+
+def _counted(slots: list[Slot], o: Obj, em: Emitter) -> tuple[Expr | None, bool]:
+    """The non-empty member sequences of ``slots`` and whether none is allowed,
+    honouring min/maxProperties."""
+    n_required = sum(1 for _, kind in slots if kind == "required")
+    n_bounded = sum(1 for _, kind in slots if kind != "many")
+    has_many = any(kind == "many" for _, kind in slots)
+    lo, hi = o.min_props, o.max_props
+    if lo <= max(n_required, 1) and (hi is None or (not has_many and n_bounded <= hi)):
+        body, empty_ok = sequence(slots, em.layout.comma)
+        return body, empty_ok and lo == 0
+    if len(slots) == 1 and has_many:  # only undeclared keys: count them
+        member = slots[0][0]
+        if hi == 0:
+            return None, True
+        body = concat(member, Repeat(concat(em.layout.comma, member), max(lo - 1, 0),
+                                     None if hi is None else hi - 1))
+        return body, lo == 0
+    raise CompileError("minProperties/maxProperties together with optional or undeclared "
+                       "properties is not supported", location=o.where)
+
+
+def sequence(slots: list[Slot], comma: Expr) -> tuple[Expr | None, bool]:
+    """Comma-joined members in slot order: (the non-empty sequences, whether the empty
+    one is allowed). See the module docstring."""
+    g: Expr | None = None
+    empty_ok = True
+    for member, kind in slots:
+        tail = concat(comma, member)
+        if kind == "many":
+            rest, first = Repeat(tail, 0, None), concat(member, Repeat(tail, 0, None))
+        elif kind == "optional":
+            rest, first = Repeat(tail, 0, 1), member
+        else:
+            rest, first = tail, member
+        forms = []
+        if g is not None:
+            forms.append(concat(g, rest))
+        if empty_ok:
+            forms.append(first)
+        g = alternate(forms)
+        if kind == "required":
+            empty_ok = False
+    return g, empty_ok
+
+
+def _extra_member(o: Obj, em: Emitter, declared: set[str]) -> Expr | None:
+    """A member whose key no property declares, or None if there can be none."""
+    patterns = sorted({p for p, _ in o.pattern_props}
+                      | {p for pats, _ in o.additional for p in pats})
+    if 2 ** len(patterns) > MAX_PATTERN_REGIONS:
+        raise LimitExceeded(f"more than {MAX_PATTERN_REGIONS} key regions from "
+                            "patternProperties", location=o.where)
+    names = em.norm.of_sub(o.names)
+    forms: list[Expr] = []
+    for k in range(len(patterns) + 1):
+        for chosen in combinations(patterns, k):
+            inside = set(chosen)
+            sub: Sub = frozenset().union(
+                *(s for p, s in o.pattern_props if p in inside),
+                *(s for pats, s in o.additional if not pats & inside))
+            if _never(sub):
+                continue
+            value = em.ref(sub)
+            if value is None:
+                continue
+            for key in _keys(names.shapes, inside, set(patterns) - inside, declared, em, o):
+                forms.append(concat(key, em.layout.colon, value))
+    return em.named("extra", alternate(forms), o.where) if forms else None
+
+
+def _keys(shapes, inside: set[str], outside: set[str], declared: set[str], em: Emitter,
+          o: Obj) -> list[Expr]:
+    """The key languages of one pattern region, under propertyNames."""
+    out: list[Expr] = []
+    for shape in shapes:
+        if isinstance(shape, Lit) and shape.kind == "string":
+            region = Str(patterns=frozenset(inside), excluded_patterns=frozenset(outside))
+            out += [literal(_quoted(v)) for v in shape.values
+                    if v not in declared and em.norm.members.satisfies(v, region) is True]
+        elif isinstance(shape, Str):
+            key = em.string(Str(shape.min_len, shape.max_len, shape.patterns | inside,
+                                shape.excluded_patterns | outside,
+                                shape.excluded_values | declared, shape.formats,
+                                shape.where or o.where), may_be_empty=True)
+            if key is not None:
+                out.append(key)
+        elif shape.kind == "string":
+            em.shape(shape)  # a Refused propertyNames: raises
+    return out
+
+
+def _never(sub: Sub) -> bool:
+    return (FALSE_NID, False) in sub
+
+
+
+def _quoted(name: str) -> str:
+    return json.dumps(name, ensure_ascii=False)

@@ -1,0 +1,328 @@
+"""The JSON Schema compiler (tether.schema.compile_schema), keyword by keyword.
+
+Every instance's verdict is compared with the ``jsonschema`` validator: the compiled
+language must accept exactly the valid instances, serialised as the MaskBench harness
+does (``json.dumps(data, ensure_ascii=False)``: separators ``", "`` and ``": "``, keys in
+the data's order). Bad schemas must be CompileErrors that name the place.
+"""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+import tether
+from tether.automata.dfa import DEAD
+from tether.errors import CompileError
+from tether.grammar.lower import to_automaton
+from tether.schema import compile_schema
+
+
+def automaton(schema, **options):
+    return to_automaton(compile_schema(tether.JsonSchema(schema, **options)))
+
+
+def accepts(aut, text: str) -> bool:
+    state = aut.walk(aut.start, text.encode())
+    return state != DEAD and bool(aut.accepting[state])
+
+
+def viable(aut, text: str) -> bool:
+    return aut.walk(aut.start, text.encode()) != DEAD
+
+
+def reference(schema):
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def check_against_jsonschema(schema, instances, **options) -> None:
+    aut = automaton(schema, **options)
+    ref = reference(schema)
+    for data in instances:
+        text = json.dumps(data, ensure_ascii=False)
+        assert accepts(aut, text) == ref.is_valid(data), (schema, text)
+
+
+CASES = {
+    "type": ({"type": "integer"}, [1, -3, 0, 1.5, "1", None, True, [], {}]),
+    "type list": ({"type": ["string", "null"]}, ["a", None, 1, False, []]),
+    "number": ({"type": "number"}, [1, 1.5, -2e-05, 1e+20, "1", None]),
+    "boolean/null": ({"type": ["boolean", "null"]}, [True, False, None, 0, ""]),
+    "enum": ({"enum": ["a", 1, None, [1, 2], {"k": "v"}]},
+             ["a", "b", 1, 1.0, None, [1, 2], [2, 1], {"k": "v"}, {"k": "w"}, True]),
+    "enum ∩ type": ({"type": "string", "enum": ["a", 1, "b"]}, ["a", "b", 1]),
+    "const object": ({"const": {"a": [1, {"b": None}]}},
+                     [{"a": [1, {"b": None}]}, {"a": [1]}, {"a": [1, {"b": 0}]}]),
+    "properties": ({"type": "object", "properties": {"a": {"type": "integer"},
+                                                     "b": {"type": "string"}},
+                    "required": ["b"]},
+                   [{"a": 1, "b": "x"}, {"b": "x"}, {"a": 1}, {}, {"a": "x", "b": "x"},
+                    {"b": "x", "z": [1, {"q": None}]}, {"z": 1, "a": 1, "b": "x"},
+                    {"a": 1, "z": True, "b": "x"}]),
+    "closed object": ({"type": "object", "properties": {"a": {}, "b": {}},
+                       "additionalProperties": False},
+                      [{}, {"a": 1}, {"b": 2}, {"a": 1, "b": 2}, {"c": 1}, {"a": 1, "c": 1}]),
+    "additionalProperties schema": ({"properties": {"a": {"type": "string"}},
+                                     "additionalProperties": {"type": "integer"}},
+                                    [{"a": "x", "b": 1}, {"a": "x", "b": "y"}, {"b": 2, "c": 3},
+                                     {"a": 1}]),
+    "patternProperties": ({"type": "object", "patternProperties": {"^x-": {"type": "integer"},
+                                                                  "y$": {"type": "string"}},
+                           "additionalProperties": False},
+                          [{"x-a": 1}, {"x-a": "s"}, {"ay": "s"}, {"x-y": 1}, {"x-y": "s"},
+                           {"b": 1}, {}]),
+    "propertyNames": ({"type": "object", "propertyNames": {"pattern": "^[a-z]+$",
+                                                           "maxLength": 3}},
+                      [{"abc": 1}, {"abcd": 1}, {"A": 1}, {}, {"ab": 1, "cd": [2]}]),
+    "min/maxProperties": ({"type": "object", "additionalProperties": {"type": "integer"},
+                           "minProperties": 1, "maxProperties": 2},
+                          [{}, {"a": 1}, {"a": 1, "b": 2}, {"a": 1, "b": 2, "c": 3}]),
+    "dependentRequired": ({"type": "object", "properties": {"a": {}, "b": {}, "c": {}},
+                           "dependentRequired": {"a": ["b"]}},
+                          [{}, {"a": 1}, {"a": 1, "b": 2}, {"b": 2}, {"a": 1, "c": 3}]),
+    "dependencies (draft-07)": ({"$schema": "http://json-schema.org/draft-07/schema#",
+                                 "properties": {"a": {}, "b": {"type": "integer"}},
+                                 "dependencies": {"a": {"required": ["b"],
+                                                        "properties": {"b": {"minimum": 5}}}}},
+                                [{"a": 1, "b": 6}, {"a": 1, "b": 2}, {"a": 1}, {"b": 2}]),
+    "dependentSchemas": ({"properties": {"a": {}, "b": {}},
+                          "dependentSchemas": {"a": {"properties": {"b": {"type": "string"}}}}},
+                         [{"a": 1, "b": "s"}, {"a": 1, "b": 2}, {"b": 2}]),
+    "items": ({"type": "array", "items": {"type": "integer"}, "minItems": 1, "maxItems": 3},
+              [[], [1], [1, 2, 3], [1, 2, 3, 4], ["a"], [1, "a"]]),
+    "prefixItems": ({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}],
+                     "items": False},
+                    [[], ["a"], ["a", 1], ["a", 1, 2], [1], ["a", "b"]]),
+    "tuple items (draft-07)": ({"$schema": "http://json-schema.org/draft-07/schema#",
+                                "items": [{"type": "string"}], "additionalItems":
+                                    {"type": "integer"}, "minItems": 2},
+                               [["a"], ["a", 1], ["a", 1, 2], ["a", "b"], []]),
+    "contains": ({"type": "array", "items": {"type": "integer"},
+                  "contains": {"minimum": 10}, "minContains": 2, "maxContains": 3},
+                 [[], [10], [10, 11], [1, 10, 2, 11], [10, 11, 12, 13], [10, 11, 12], [1, 2]]),
+    "uniqueItems (finite)": ({"type": "array", "items": {"enum": ["a", "b", "c"]},
+                              "uniqueItems": True},
+                             [[], ["a"], ["a", "b"], ["a", "a"], ["c", "b", "a"],
+                              ["a", "b", "a"]]),
+    "strings": ({"type": "string", "minLength": 2, "maxLength": 4, "pattern": "^[a-z]"},
+                ["ab", "a", "abcd", "abcde", "Ab", "a\u00e9", "a\"b"]),
+    "integer bounds": ({"type": "integer", "minimum": -3, "exclusiveMaximum": 10,
+                        "multipleOf": 2},
+                       [-4, -2, 0, 8, 10, 3, 12]),
+    "number bounds": ({"type": "number", "exclusiveMinimum": 0, "maximum": 1.5},
+                      [0, 0.1, 1.5, 1.6, -1]),
+    "draft-04 exclusive": ({"$schema": "http://json-schema.org/draft-04/schema#",
+                            "type": "integer", "minimum": 0, "exclusiveMinimum": True},
+                           [0, 1, -1]),
+    "allOf": ({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}},
+                          "required": ["a"]},
+                         {"properties": {"a": {"minimum": 3}, "b": {"type": "string"}}}]},
+              [{"a": 3}, {"a": 2}, {"a": 4, "b": "x"}, {"a": 4, "b": 1}, {"b": "x"}]),
+    "anyOf": ({"anyOf": [{"type": "string"}, {"type": "integer", "minimum": 0}]},
+              ["x", 1, -1, None]),
+    "oneOf disjoint": ({"oneOf": [{"type": "string"}, {"type": "array"}]}, ["x", [], 1]),
+    "oneOf overlapping": ({"type": "object", "properties": {"a": {}, "b": {}},
+                           "additionalProperties": False,
+                           "oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
+                          [{"a": 1}, {"b": 1}, {"a": 1, "b": 2}, {}]),
+    "oneOf by const": ({"oneOf": [{"properties": {"k": {"const": "x"}, "v": {"type": "string"}},
+                                   "required": ["k"]},
+                                  {"properties": {"k": {"const": "y"}, "v": {"type": "integer"}},
+                                   "required": ["k"]}]},
+                       [{"k": "x", "v": "s"}, {"k": "y", "v": 1}, {"k": "x", "v": 1}]),
+    "oneOf closed objects": ({"oneOf": [
+        {"properties": {"path": {"type": "string"}}, "required": ["path"],
+         "additionalProperties": False},
+        {"properties": {"b64": {"type": "string"}}, "required": ["b64"],
+         "additionalProperties": False}]},
+        [{"path": "x"}, {"b64": "y"}, {"path": "x", "b64": "y"}, {}, 1, "s"]),
+    "not type": ({"not": {"type": "string"}}, ["x", 1, None, [], {}]),
+    "not enum": ({"type": "string", "not": {"enum": ["a", "b"]}}, ["a", "b", "c", ""]),
+    "not required": ({"type": "object", "not": {"required": ["a"]}}, [{}, {"a": 1}, {"b": 1}]),
+    "not pattern": ({"type": "string", "not": {"pattern": "^x"}}, ["xa", "ax", ""]),
+    "not number const": ({"type": "number", "not": {"const": 1}}, [1, 1.0, 0, 2, 1.5]),
+    "if/then/else": ({"if": {"properties": {"k": {"const": "n"}}, "required": ["k"]},
+                      "then": {"properties": {"v": {"type": "integer"}}},
+                      "else": {"properties": {"v": {"type": "string"}}},
+                      "type": "object"},
+                     [{"k": "n", "v": 1}, {"k": "n", "v": "s"}, {"k": "m", "v": "s"},
+                      {"k": "m", "v": 1}, {"v": "s"}]),
+    "boolean schemas": ({"properties": {"a": True, "b": False}}, [{"a": 1}, {"b": 1}, {}]),
+    "annotations": ({"type": "string", "title": "t", "description": "d", "default": "x",
+                     "examples": ["y"], "x-vendor": {"type": "integer"}, "deprecated": True},
+                    ["x", 1]),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_keyword_matches_jsonschema(name: str) -> None:
+    schema, instances = CASES[name]
+    check_against_jsonschema(schema, instances)
+
+
+def test_refs_with_pointer_escapes_ids_and_anchors() -> None:
+    schema = {
+        "$id": "https://example.com/root.json",
+        "$defs": {"a/b": {"type": "integer"}, "c~d": {"type": "string"},
+                  "pct%": {"type": "boolean"},
+                  "inner": {"$id": "inner.json", "$defs": {"x": {"const": 7}}},
+                  "anchored": {"$anchor": "here", "type": "null"}},
+        "properties": {"p": {"$ref": "#/$defs/a~1b"}, "q": {"$ref": "#/$defs/c~0d"},
+                       "r": {"$ref": "#/$defs/pct%25"}, "s": {"$ref": "inner.json#/$defs/x"},
+                       "t": {"$ref": "#here"}, "u": {"$ref": "other.json"}},
+    }
+    registry = {"https://example.com/other.json": {"type": "array", "maxItems": 1}}
+    aut = automaton(schema, registry=registry)
+    assert accepts(aut, '{"p": 1, "q": "x", "r": true, "s": 7, "t": null, "u": [1]}')
+    for bad in ('{"p": "x"}', '{"q": 1}', '{"r": 1}', '{"s": 8}', '{"t": 1}', '{"u": [1, 2]}'):
+        assert not accepts(aut, bad), bad
+
+
+def test_openapi_nullable() -> None:
+    aut = automaton({"type": "string", "nullable": True})
+    assert accepts(aut, '"x"') and accepts(aut, "null") and not accepts(aut, "1")
+
+
+def test_draft07_ref_hides_its_siblings() -> None:
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#",
+              "definitions": {"s": {"type": "string"}},
+              "properties": {"a": {"$ref": "#/definitions/s", "maxLength": 1}}}
+    check_against_jsonschema(schema, [{"a": "xyz"}, {"a": 1}])
+
+
+def test_recursive_schema_becomes_a_recursive_rule() -> None:
+    schema = {"$defs": {"node": {"type": "object", "properties": {
+        "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+        "required": ["v"], "additionalProperties": False}}, "$ref": "#/$defs/node"}
+    check_against_jsonschema(schema, [
+        {"v": 1}, {"v": 1, "kids": [{"v": 2, "kids": [{"v": 3}]}, {"v": 4}]},
+        {"v": 1, "kids": [{"kids": []}]}, {"v": 1, "kids": [{"v": "x"}]}])
+
+
+def test_whitespace_policy_and_empty_containers() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "array"}}}
+    aut = automaton(schema, max_whitespace=2)
+    for text in ('{}', '{ }', '{"a": []}', '{"a":[ ]}', '{\n "a" :\t[1,2]\r}'):
+        assert accepts(aut, text), text
+    assert not accepts(aut, '{"a":   []}')  # three blanks: over the bound
+    compact = automaton(schema, whitespace="compact")
+    assert accepts(compact, '{"a":[1,2]}')
+    assert not accepts(compact, '{"a": []}')
+
+
+def test_property_order() -> None:
+    schema = {"type": "object", "properties": {"a": {}, "b": {}, "c": {}},
+              "required": ["c", "a"], "additionalProperties": False}
+    in_order = automaton(schema)
+    assert accepts(in_order, '{"a": 1, "b": 2, "c": 3}')
+    assert accepts(in_order, '{"c": 3, "a": 1, "b": 2}')  # required first, as listed
+    assert not accepts(in_order, '{"b": 2, "a": 1, "c": 3}')
+    any_order = automaton(schema, property_order="any")
+    assert accepts(any_order, '{"b": 2, "a": 1, "c": 3}')
+    assert not accepts(any_order, '{"a": 1, "a": 1, "c": 3}')
+
+
+def test_masks_are_exact_prefixes() -> None:
+    aut = automaton({"type": "object", "properties": {"a": {"type": "string", "minLength": 2}},
+                     "required": ["a"], "additionalProperties": False})
+    assert viable(aut, '{"a": "x')
+    assert not viable(aut, '{"a": "x"')  # minLength 2 cannot hold any more
+    assert not viable(aut, '{}')
+    assert not viable(aut, '{"b')
+
+
+@pytest.mark.parametrize(("schema", "where"), [
+    ({"type": "string", "minLength": 5, "maxLength": 3}, ""),
+    ({"type": "object", "properties": {"a": {"type": "integer", "enum": ["x", "y"]}},
+      "required": ["a"]},
+     "/properties/a"),
+    ({"type": "array", "minItems": 3, "maxItems": 1}, ""),
+    ({"type": "object", "required": ["a"], "properties": {"a": False}}, ""),
+    ({"allOf": [{"type": "string"}, {"type": "integer"}]}, ""),
+    ({"type": "integer", "minimum": 5, "maximum": 4}, ""),
+])
+def test_unsatisfiable_schema_is_a_compile_error(schema, where: str) -> None:
+    with pytest.raises(CompileError) as err:
+        compile_schema(tether.JsonSchema(schema))
+    assert "unsatisfiable" in err.value.message
+    assert err.value.location.startswith(where)
+
+
+@pytest.mark.parametrize(("schema", "where"), [
+    ({"type": "strin"}, "/type"),
+    ({"properties": {"a": {"minLength": -1}}}, "/properties/a/minLength"),
+    ({"properties": {"a": {"$ref": "#/$defs/missing"}}}, "/properties/a/$ref"),
+    ({"$ref": "https://elsewhere.example/s.json"}, "/$ref"),
+    ({"items": {"unevaluatedItems": False}}, "/items/unevaluatedItems"),
+    ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
+     "/$defs/a"),
+    ({"type": "array", "items": {"type": "object"}, "uniqueItems": True}, "/uniqueItems"),
+    ({"enum": []}, "/enum"),
+])
+def test_bad_schema_is_a_compile_error_with_its_pointer(schema, where: str) -> None:
+    with pytest.raises(CompileError) as err:
+        compile_schema(tether.JsonSchema(schema))
+    assert err.value.location == where
+
+
+def test_lenient_mode_warns_and_ignores() -> None:
+    schema = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True,
+              "unevaluatedItems": False}
+    with pytest.warns(UserWarning, match="uniqueItems"):
+        aut = automaton(schema, strict=False)
+    assert accepts(aut, "[1, 1]")
+
+
+def test_deep_nesting_is_bounded() -> None:
+    schema: dict = {"type": "integer"}
+    for _ in range(300):
+        schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
+    with pytest.raises(CompileError) as err:
+        compile_schema(tether.JsonSchema(schema))
+    assert err.value.location.startswith("/properties/a/properties/a")
+
+
+def test_from_pydantic() -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Point(pydantic.BaseModel):
+        x: int
+        y: int = 0
+        tags: list[str] = []
+
+    aut = to_automaton(compile_schema(tether.JsonSchema.from_pydantic(Point)))
+    for data in (Point(x=1), Point(x=1, y=2, tags=["a"])):
+        assert accepts(aut, json.dumps(data.model_dump(), ensure_ascii=False))
+    assert not accepts(aut, '{"y": 2}')
+
+
+def test_token_masks_walk_instances(smollm2_vocab) -> None:
+    schema = {"type": "array", "items": {"type": "object", "properties": {
+        "id": {"type": "integer"}, "tags": {"type": "array", "items": {"enum": ["a", "b"]}}},
+        "required": ["id"], "additionalProperties": False}}
+    compiled = tether.compile(tether.JsonSchema(schema), smollm2_vocab)
+    text = json.dumps([{"id": 1, "tags": ["a"]}, {"id": 22}], ensure_ascii=False)
+    assert compiled.check(text).matches
+    assert not compiled.check(text.replace("22", '"x"')).matches
+    matcher = compiled.matcher()
+    for token in _greedy(smollm2_vocab, text.encode()):
+        assert matcher.allowed(token)
+        matcher.consume(token)
+    assert matcher.eos_allowed()
+
+
+def _greedy(vocab, data: bytes) -> list[int]:
+    index = {vocab.token_bytes(i): i for i in range(vocab.size)
+             if vocab.token_bytes(i) and not vocab.is_special(i)}
+    longest = max(map(len, index))
+    out, i = [], 0
+    while i < len(data):
+        for n in range(min(longest, len(data) - i), 0, -1):
+            if data[i:i + n] in index:
+                out.append(index[data[i:i + n]])
+                i += n
+                break
+    return out
