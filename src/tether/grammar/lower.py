@@ -100,7 +100,8 @@ def to_automaton(grammar: Grammar, *, pushdown: bool = False
     keeps the rules as calls even when the grammar is not recursive: each rule is then
     built once however many times it is used, and masks are composed per rule (see
     :mod:`tether.engine.pushdown`) — the better choice for large structured grammars
-    such as JSON Schemas, whose inlined automaton can be huge."""
+    such as JSON Schemas, whose inlined automaton can be huge; such an automaton uses one
+    class per byte, so no class trie is built for it."""
     grammar = check_grammar(grammar)
     if not pushdown and not recursive_rules(grammar):
         try:
@@ -111,7 +112,7 @@ def to_automaton(grammar: Grammar, *, pushdown: bool = False
             return LazyDFA(build_nfa(node, source=grammar.source), source=grammar.source)
     from tether.grammar.pda import PushdownAutomaton
 
-    return PushdownAutomaton(grammar)
+    return PushdownAutomaton(grammar, byte_classes=not pushdown)
 
 
 def inline(grammar: Grammar) -> Node:

@@ -32,6 +32,7 @@ from collections.abc import Hashable
 import numpy as np
 
 from tether.automata.dfa import DEAD, LazyAutomaton
+from tether.automata.dfa import byte_classes as partition_bytes
 from tether.automata.nfa import _Builder
 from tether.automata.regex_ast import Alternate, Concat, Repeat
 from tether.errors import CompileError, LimitExceeded
@@ -52,16 +53,25 @@ WALL = -2  # a parent that cannot be popped into: marks where the frame above wo
 class PushdownAutomaton(LazyAutomaton):
     """A recursive grammar as a lazy automaton (see the module docstring)."""
 
-    def __init__(self, grammar: Grammar, *, max_states: int = MAX_CONFIGURATIONS) -> None:
+    def __init__(self, grammar: Grammar, *, max_states: int = MAX_CONFIGURATIONS,
+                 byte_classes: bool = True) -> None:
         grammar = without_direct_left_recursion(grammar)
         self.grammar = grammar
         self._build_nfa(grammar)
         self._nullable = _nullable_rules(self)
         _refuse_left_recursion(self, grammar)
-        # One class per byte: every pushdown automaton shares the vocabulary's plain byte
-        # trie (no per-grammar class trie to build), and rows are filled by byte ranges.
-        super().__init__(np.arange(256, dtype=np.int32), 256, frozenset(),
-                         max_states=max_states, source=grammar.source)
+        # Bytes no edge tells apart share a class (fewer trie nodes to walk, narrower
+        # rows); byte_classes=False gives one class per byte, whose trie every such
+        # automaton shares — no class trie to build, which is what a constraint compiled
+        # once per request (a JSON Schema) wants.
+        if byte_classes:
+            class_of_byte, n_classes = partition_bytes(self._edges)
+            self._edges = [[(int(class_of_byte[lo]), int(class_of_byte[hi]), t)
+                            for lo, hi, t in edges] for edges in self._edges]
+        else:
+            class_of_byte, n_classes = np.arange(256, dtype=np.int32), 256
+        super().__init__(class_of_byte, n_classes, frozenset(), max_states=max_states,
+                         source=grammar.source)
         # Item sets (frames): interned closed sets of NFA states of one rule.
         self._item_ids: dict[frozenset[int], int] = {}
         self._items: list[frozenset[int]] = []
