@@ -105,11 +105,10 @@ def to_automaton(grammar: Grammar, *, pushdown: bool = False
     grammar = check_grammar(grammar)
     if not pushdown and not recursive_rules(grammar):
         try:
-            node = inline(grammar)
+            return LazyDFA(build_nfa(inline(grammar), source=grammar.source),
+                           source=grammar.source)
         except LimitExceeded:
-            node = None
-        if node is not None:
-            return LazyDFA(build_nfa(node, source=grammar.source), source=grammar.source)
+            pass  # too large once inlined: the pushdown engine builds each rule once
     from tether.grammar.pda import PushdownAutomaton
 
     return PushdownAutomaton(grammar, byte_classes=not pushdown)

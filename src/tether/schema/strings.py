@@ -373,7 +373,7 @@ def _emit_levels(dfa: Dfa, alive: list[np.ndarray], starts_char: np.ndarray, low
             else offsets[level]
         base = np.where(next_level[None], next_base[:, None, None], same_base[:, None, None])
         rows = np.where(local[None] >= 0, local[None] + base, 0)
-        blocks.append(rows.reshape(reps * len(states), -1).astype(np.int32))
+        blocks.append(rows.reshape(reps * len(states), dfa.table.shape[1]).astype(np.int32))
         acc = dfa.accepting[states]
         accepting.append(np.tile(acc, reps) & np.repeat(level >= low, len(states)))
         k = end + 1
