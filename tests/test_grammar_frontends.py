@@ -4,240 +4,49 @@ The language of each example grammar (``tests/grammars/``) is compared with an
 independent parser, the ``lark`` package (Earley, ``lexer="dynamic_complete"``): on the
 Lark files directly, and for the GBNF files on their hand-written Lark twins
 (``tests/grammars/gbnf_twins/``). Our side runs the IR through a small Earley recognizer
-written here (recursive grammars cannot run on the engine until the pushdown automaton
-lands), and through ``tether.compile`` for non-recursive grammars — and for the recursive
-ones too once :mod:`tether.grammar.pda` exists. Then: the malformed-grammar corpus with
+(``tests/grammar_oracles.py``, shared with the acceptance tests) and through
+``tether.compile``. Then: the malformed-grammar corpus with
 exact ``line:column`` locations, feature tests, and fuzzing (only ``CompileError``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import random
 import warnings
 import zlib
-from pathlib import Path
 
 import pytest
+from grammar_oracles import (
+    EXAMPLES,
+    GRAMMARS,
+    IrRecognizer,
+    corpus,
+    lark_accepts,
+    lark_parser,
+    load_example,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tether
-from tether.automata.regex_ast import Alternate, CharSet, Concat, Repeat
 from tether.errors import CompileError, LimitExceeded
 from tether.grammar.gbnf import parse_gbnf
 from tether.grammar.ir import Grammar, Ref
 from tether.grammar.lark import parse_lark
 from tether.grammar.lower import recursive_rules
 
-lark = pytest.importorskip("lark")
-
-GRAMMARS = Path(__file__).parent / "grammars"
-EXAMPLES = ["json", "arithmetic", "sql_select", "c_like", "list_left", "ambiguous"]
-HAS_PDA = importlib.util.find_spec("tether.grammar.pda") is not None
-
-
-# -- an Earley recognizer over the IR (the reference for our side) ------------------------
-class IrRecognizer:
-    """The IR flattened to plain BNF over characters, recognized with Earley (nullable
-    rules handled by advancing over them when they are predicted)."""
-
-    def __init__(self, grammar: Grammar) -> None:
-        self.prods: list[list[tuple]] = []  # nonterminal -> alternatives (symbol tuples)
-        self.rule_ids = {name: self._new() for name in grammar.rules}
-        self._memo: dict[int, int] = {}
-        for name, body in grammar.rules.items():
-            self.prods[self.rule_ids[name]] = self._alternatives(body)
-        self.start = self.rule_ids[grammar.start]
-        self.nullable = self._nullable()
-
-    def _new(self) -> int:
-        self.prods.append([])
-        return len(self.prods) - 1
-
-    def _alternatives(self, node) -> list[tuple]:
-        if isinstance(node, Alternate):
-            return [alt for item in node.items for alt in self._alternatives(item)]
-        if isinstance(node, Concat):
-            return [tuple(self._symbol(i) for i in node.items)]
-        return [(self._symbol(node),)]
-
-    def _symbol(self, node):
-        """A nonterminal id (int) or a terminal (a tuple of code point ranges)."""
-        if isinstance(node, CharSet):
-            return node.ranges
-        if isinstance(node, Ref):
-            return self.rule_ids[node.name]
-        if id(node) in self._memo:
-            return self._memo[id(node)]
-        nt = self._new()
-        self._memo[id(node)] = nt
-        if isinstance(node, Repeat):
-            item = self._symbol(node.item)
-            if node.max is None:
-                loop = self._new()
-                self.prods[loop] = [(), (loop, item)]
-            else:
-                loop = self._new()
-                self.prods[loop] = [()]
-                for _ in range(node.max - node.min):
-                    nxt = self._new()
-                    self.prods[nxt] = [(), (item, loop)]
-                    loop = nxt
-            self.prods[nt] = [(item,) * node.min + (loop,)]
-        else:
-            self.prods[nt] = self._alternatives(node)
-        return nt
-
-    def _nullable(self) -> set[int]:
-        out: set[int] = set()
-        changed = True
-        while changed:
-            changed = False
-            for nt, alts in enumerate(self.prods):
-                if nt not in out and any(all(isinstance(s, int) and s in out for s in alt)
-                                         for alt in alts):
-                    out.add(nt)
-                    changed = True
-        return out
-
-    def accepts(self, text: str) -> bool:
-        n = len(text)
-        sets: list[set] = [set() for _ in range(n + 1)]
-        waiting: list[dict[int, list]] = [{} for _ in range(n + 1)]
-
-        def add(k: int, item: tuple, work: list) -> None:
-            if item not in sets[k]:
-                sets[k].add(item)
-                work.append(item)
-                nt, alt, dot, _ = item
-                rhs = self.prods[nt][alt]
-                if dot < len(rhs) and isinstance(rhs[dot], int):
-                    waiting[k].setdefault(rhs[dot], []).append(item)
-
-        first: list = []
-        for a in range(len(self.prods[self.start])):
-            add(0, (self.start, a, 0, 0), first)
-        works = [first] + [[] for _ in range(n)]
-        for k in range(n + 1):
-            work = works[k]
-            while work:
-                item = work.pop()
-                nt, alt, dot, origin = item
-                rhs = self.prods[nt][alt]
-                if dot == len(rhs):
-                    for w in list(waiting[origin].get(nt, ())):
-                        add(k, (w[0], w[1], w[2] + 1, w[3]), work)
-                    continue
-                sym = rhs[dot]
-                if isinstance(sym, int):
-                    for a in range(len(self.prods[sym])):
-                        add(k, (sym, a, 0, k), work)
-                    if sym in self.nullable:
-                        add(k, (nt, alt, dot + 1, origin), work)
-                elif k < n and any(lo <= ord(text[k]) <= hi for lo, hi in sym):
-                    add(k + 1, (nt, alt, dot + 1, origin), works[k + 1])
-        return any(nt == self.start and dot == len(self.prods[nt][alt]) and origin == 0
-                   for nt, alt, dot, origin in sets[n])
-
-    # -- random strings of the language ----------------------------------------------
-    def heights(self) -> list[float]:
-        """For each nonterminal, the least derivation depth of a string."""
-        h = [float("inf")] * len(self.prods)
-        changed = True
-        while changed:
-            changed = False
-            for nt, alts in enumerate(self.prods):
-                best = min((1 + max((h[s] for s in alt if isinstance(s, int)), default=0)
-                            for alt in alts), default=float("inf"))
-                if best < h[nt]:
-                    h[nt] = best
-                    changed = True
-        return h
-
-    def sample(self, rng: random.Random, budget: int = 40) -> str:
-        h = self.heights()
-        out: list[str] = []
-        steps = [0]
-
-        def gen(nt: int) -> None:
-            steps[0] += 1
-            alts = self.prods[nt]
-            if steps[0] > budget:
-                alt = min(alts, key=lambda a: max((h[s] for s in a if isinstance(s, int)),
-                                                  default=0))
-            else:
-                alt = rng.choice(alts)
-            for sym in alt:
-                if isinstance(sym, int):
-                    gen(sym)
-                else:
-                    out.append(chr(_pick(rng, sym)))
-
-        gen(self.start)
-        return "".join(out)
-
-
-def _pick(rng: random.Random, ranges: tuple[tuple[int, int], ...]) -> int:
-    """A code point of ``ranges``, printable ASCII when there is one (mostly)."""
-    printable = [(max(lo, 32), min(hi, 126)) for lo, hi in ranges if lo <= 126 and hi >= 32]
-    if printable and rng.random() < 0.95:
-        lo, hi = rng.choice(printable)
-    else:
-        lo, hi = rng.choice(ranges)
-    return rng.randint(lo, hi)
-
-
-def mutate(rng: random.Random, text: str, alphabet: str) -> str:
-    """``text`` with one to three random character edits."""
-    chars = list(text)
-    for _ in range(rng.randint(1, 3)):
-        op = rng.randrange(3)
-        k = rng.randint(0, len(chars))
-        if op == 0:
-            chars.insert(k, rng.choice(alphabet))
-        elif chars and op == 1:
-            del chars[min(k, len(chars) - 1)]
-        elif chars:
-            chars[min(k, len(chars) - 1)] = rng.choice(alphabet)
-    return "".join(chars)
-
-
-def lark_accepts(parser, text: str) -> bool:
-    try:
-        parser.parse(text)
-    except lark.exceptions.LarkError:
-        return False
-    return True
-
-
-def _load(name: str, syntax: str) -> tuple[Grammar, str]:
-    """Our IR of an example grammar and the Lark text of the same language."""
-    text = (GRAMMARS / f"{name}.{syntax}").read_text()
-    if syntax == "gbnf":
-        return parse_gbnf(text), (GRAMMARS / "gbnf_twins" / f"{name}.lark").read_text()
-    return parse_lark(text), text
-
-
-def _corpus(grammar: Grammar, seed: int, n_valid: int, n_mutants: int) -> list[str]:
-    rng = random.Random(seed)
-    rec = IrRecognizer(grammar)
-    samples = (rec.sample(rng, budget=rng.choice((10, 40, 120))) for _ in range(n_valid))
-    valid = [s for s in samples if len(s) <= 200]
-    alphabet = "".join(sorted(set("".join(valid)) | set(" ()[]{},;:.'\"+-*/=<>!|&0aZ_\n")))
-    mutants = [mutate(rng, rng.choice(valid), alphabet) for _ in range(n_mutants)]
-    return valid + mutants
+pytest.importorskip("lark")
 
 
 # -- the language of every example, against lark ----------------------------------------
 @pytest.mark.parametrize("syntax", ["lark", "gbnf"])
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_language_matches_lark(name: str, syntax: str) -> None:
-    grammar, lark_text = _load(name, syntax)
-    reference = lark.Lark(lark_text, parser="earley", lexer="dynamic_complete")
+    grammar, lark_text = load_example(name, syntax)
+    reference = lark_parser(lark_text)
     ours = IrRecognizer(grammar)
-    texts = _corpus(grammar, seed=zlib.crc32(f"{name}.{syntax}".encode()), n_valid=60,
+    texts = corpus(grammar, seed=zlib.crc32(f"{name}.{syntax}".encode()), n_valid=60,
                     n_mutants=120)
     accepted = 0
     for text in texts:
@@ -297,8 +106,8 @@ def test_non_recursive_grammar_through_compile(syntax, text, twin, smollm2_vocab
     grammar = (parse_gbnf if syntax == "gbnf" else parse_lark)(text)
     assert not recursive_rules(grammar)
     compiled = tether.compile(tether.Grammar(text, syntax=syntax), smollm2_vocab)
-    reference = lark.Lark(twin, parser="earley", lexer="dynamic_complete")
-    texts = _corpus(grammar, seed=7, n_valid=40, n_mutants=80)
+    reference = lark_parser(twin)
+    texts = corpus(grammar, seed=7, n_valid=40, n_mutants=80)
     for s in texts:
         expected = lark_accepts(reference, s)
         assert compiled.check(s).matches == expected, s
@@ -306,15 +115,14 @@ def test_non_recursive_grammar_through_compile(syntax, text, twin, smollm2_vocab
     _walk_tokens(compiled, smollm2_vocab, [s for s in texts[:40] if compiled.check(s).matches])
 
 
-@pytest.mark.skipif(not HAS_PDA, reason="recursive grammars need tether.grammar.pda")
 @pytest.mark.parametrize("syntax", ["lark", "gbnf"])
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_through_compile(name: str, syntax: str, smollm2_vocab) -> None:
-    grammar, lark_text = _load(name, syntax)
-    reference = lark.Lark(lark_text, parser="earley", lexer="dynamic_complete")
+    grammar, lark_text = load_example(name, syntax)
+    reference = lark_parser(lark_text)
     text = (GRAMMARS / f"{name}.{syntax}").read_text()
     compiled = tether.compile(tether.Grammar(text, syntax=syntax), smollm2_vocab)
-    texts = _corpus(grammar, seed=11, n_valid=30, n_mutants=60)
+    texts = corpus(grammar, seed=11, n_valid=30, n_mutants=60)
     for s in texts:
         assert compiled.check(s).matches == lark_accepts(reference, s), (name, s)
     _walk_tokens(compiled, smollm2_vocab, texts[:10])
@@ -532,7 +340,7 @@ IGNORE_GRAMMAR = 'start: NAME ("," NAME)*\nNAME: /[a-z]+/\n%ignore " "\n'
 ])
 def test_lark_ignore_between_tokens_only(s: str, ok: bool) -> None:
     assert lark_ir_accepts(IGNORE_GRAMMAR, s) == ok
-    reference = lark.Lark(IGNORE_GRAMMAR, parser="earley", lexer="dynamic_complete")
+    reference = lark_parser(IGNORE_GRAMMAR)
     assert lark_accepts(reference, s) == ok
 
 
@@ -567,7 +375,7 @@ def test_common_terminals_match_lark(name: str) -> None:
               "/* */ */", "-- q", '""', '"a b"', '"a\\"b"', '"a"b"', '"a\\\\"', '"\\n"', "'a'",
               "a\n"]
     text = f"start: {name}\n%import common.{name}\n"
-    reference = lark.Lark(text, parser="earley", lexer="dynamic_complete")
+    reference = lark_parser(text)
     grammar = parse_lark(text)
     for probe in probes:
         assert dfa_accepts(grammar, probe) == lark_accepts(reference, probe), (name, probe)

@@ -25,8 +25,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from tether.engine.regular import PRECOMPUTE_STATES, RegularCompiled
-from tether.grammar.pda import BOTTOM, PushdownAutomaton
+from tether.engine.regular import PRECOMPUTE_STATES, SATURATION, RegularCompiled
+from tether.grammar.pda import BOTTOM, MAX_STACK_NODES, PushdownAutomaton
 from tether.vocab import Vocabulary
 
 MAX_CACHED_FRAMES = 8192
@@ -50,6 +50,10 @@ class PushdownCompiled(RegularCompiled):
             if self.pda.start not in self._masks:
                 self.state_mask(self.pda.start)
         return 1
+
+    @property
+    def saturated(self) -> bool:
+        return super().saturated or self.pda.n_stack_nodes > SATURATION * MAX_STACK_NODES
 
     def _context(self, state: int) -> tuple[str, ...]:
         where = self.pda.grammar.where

@@ -301,6 +301,11 @@ class PushdownAutomaton(LazyAutomaton):
         """The stacks of ``state`` before expansion, as (top item set, parent node)."""
         return tuple(self._nodes[n] for n in self._keys[state])  # type: ignore[attr-defined]
 
+    @property
+    def n_stack_nodes(self) -> int:
+        """Stack nodes built so far (bounded by MAX_STACK_NODES)."""
+        return len(self._nodes)
+
     def rules_at(self, state: int) -> list[str]:
         """The rules on top of the stacks of ``state`` (where the input is, for errors)."""
         names = list(self.grammar.rules)
