@@ -19,7 +19,7 @@ calling :meth:`LazyDFA.ensure_rows`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 import numpy as np
 
@@ -155,22 +155,10 @@ class LazyDFA(LazyAutomaton):
 
     def _closure(self, nfa_state: int) -> frozenset[int]:
         memo = self._closure_memo.get(nfa_state)
-        if memo is not None:
-            return memo
-        seen = {nfa_state}
-        stack = [nfa_state]
-        important = set()
-        while stack:
-            s = stack.pop()
-            if self._class_edges[s] or s == self._accept:
-                important.add(s)
-            for t in self._eps[s]:
-                if t not in seen:
-                    seen.add(t)
-                    stack.append(t)
-        out = frozenset(important)
-        self._closure_memo[nfa_state] = out
-        return out
+        if memo is None:
+            memo = self._closure_memo[nfa_state] = epsilon_closure(
+                self._eps, nfa_state, lambda s: bool(self._class_edges[s]) or s == self._accept)
+        return memo
 
     def _compute_row(self, state: int) -> None:
         buckets: list[set[int]] = [set() for _ in range(self.n_classes)]
@@ -188,6 +176,25 @@ class LazyDFA(LazyAutomaton):
                 sid = interned[key] = self._intern(key)
             row[c] = sid
         self.table[state] = row
+
+
+def epsilon_closure(eps: list[list[int]], state: int,
+                    important: Callable[[int], bool]) -> frozenset[int]:
+    """The states reachable from ``state`` by epsilon moves (itself included) for which
+    ``important`` holds: those a set of NFA states needs to keep (they read a byte,
+    accept, or call a rule)."""
+    seen = {state}
+    stack = [state]
+    kept = set()
+    while stack:
+        s = stack.pop()
+        if important(s):
+            kept.add(s)
+        for t in eps[s]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return frozenset(kept)
 
 
 def byte_classes(edges_by_state: Iterable[Iterable[tuple[int, int, int]]]

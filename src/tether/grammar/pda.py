@@ -31,7 +31,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from tether.automata.dfa import DEAD, LazyAutomaton
+from tether.automata.dfa import DEAD, LazyAutomaton, epsilon_closure
 from tether.automata.dfa import byte_classes as partition_bytes
 from tether.automata.nfa import _Builder
 from tether.automata.regex_ast import Alternate, Concat, Repeat
@@ -122,22 +122,11 @@ class PushdownAutomaton(LazyAutomaton):
     # -- item sets -----------------------------------------------------------------------
     def _closure(self, nfa_state: int) -> frozenset[int]:
         memo = self._closure_memo.get(nfa_state)
-        if memo is not None:
-            return memo
-        seen = {nfa_state}
-        stack = [nfa_state]
-        important = set()
-        while stack:
-            s = stack.pop()
-            if self._edges[s] or self._calls.get(s) or s in self._accept_states:
-                important.add(s)
-            for t in self._eps[s]:
-                if t not in seen:
-                    seen.add(t)
-                    stack.append(t)
-        out = frozenset(important)
-        self._closure_memo[nfa_state] = out
-        return out
+        if memo is None:
+            memo = self._closure_memo[nfa_state] = epsilon_closure(
+                self._eps, nfa_state,
+                lambda s: bool(self._edges[s]) or s in self._calls or s in self._accept_states)
+        return memo
 
     def _item(self, states: frozenset[int]) -> int:
         iid = self._item_ids.get(states)
