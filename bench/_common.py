@@ -11,6 +11,7 @@ import importlib.util
 import json
 import statistics
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,3 +100,19 @@ def save(name: str, data: dict[str, Any]) -> Path:
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(data, indent=2))
     return path
+
+
+def llguidance_first_mask(ll_tokenizer: Any, kind: str, text: str, n_vocab: int
+                          ) -> tuple[Any, Any, Any, float]:
+    """Build an llguidance grammar (``kind``: "regex", "lark", ...) and its first mask:
+    (grammar, matcher, bitmask buffer, seconds); the matcher's ``is_error()`` says
+    whether llguidance refused the grammar."""
+    import llguidance
+    from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask
+
+    started = time.perf_counter()
+    grammar = llguidance.grammar_from(kind, text)
+    matcher = llguidance.LLMatcher(ll_tokenizer, grammar, log_level=0)
+    out = allocate_token_bitmask(1, max(n_vocab, ll_tokenizer.vocab_size))
+    fill_next_token_bitmask(matcher, out)
+    return grammar, matcher, out, time.perf_counter() - started

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import ROOT, load, save, summary
+from _common import ROOT, llguidance_first_mask, load, save, summary
 from grammar_oracles import IrRecognizer
 from python_masks import walk as tether_walk
 
@@ -72,22 +72,6 @@ def tether_first_mask(constraint: tether.Grammar, vocab: tether.Vocabulary):
     return compiled, time.perf_counter() - started
 
 
-def llguidance_first_mask(ll_tokenizer, lark_text: str, n_vocab: int):
-    """(grammar, bitmask buffer, seconds to build a matcher and compute the first mask)."""
-    import llguidance
-    from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask
-
-    started = time.perf_counter()
-    grammar = llguidance.grammar_from("lark", lark_text)
-    matcher = llguidance.LLMatcher(ll_tokenizer, grammar, log_level=0)
-    out = allocate_token_bitmask(1, max(n_vocab, ll_tokenizer.vocab_size))
-    fill_next_token_bitmask(matcher, out)
-    seconds = time.perf_counter() - started
-    if matcher.is_error():
-        raise SystemExit(f"llguidance refused the grammar: {matcher.get_error()}")
-    return grammar, out, seconds
-
-
 def llguidance_walk(ll_tokenizer, grammar, out: np.ndarray,
                     tokens: list[int]) -> list[float] | None:
     """Mask times of one walk (None if llguidance refuses a token or the end)."""
@@ -114,7 +98,10 @@ def bench_lark(tok, name: str, n: int, seed: int) -> dict:
     vocab = tok.tether_vocab
     sequences = strings(text, n, random.Random(seed), tok.encode, vocab.token_bytes)
     compiled, ttfm_ours = tether_first_mask(tether.Grammar(text, syntax="lark"), vocab)
-    grammar, out, ttfm_peer = llguidance_first_mask(tok.ll_tokenizer, text, vocab.size)
+    grammar, matcher, out, ttfm_peer = llguidance_first_mask(tok.ll_tokenizer, "lark", text,
+                                                             vocab.size)
+    if matcher.is_error():
+        raise SystemExit(f"llguidance refused the grammar: {matcher.get_error()}")
     ours, peer, refused = [], [], 0
     for tokens in sequences:
         times = tether_walk(compiled, tokens)  # stops the run if tether refuses

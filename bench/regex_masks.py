@@ -15,7 +15,7 @@ import argparse
 import time
 
 import numpy as np
-from _common import load, save, summary
+from _common import llguidance_first_mask, load, save, summary
 from regex_corpus import CORPUS
 
 import tether
@@ -47,16 +47,11 @@ def bench_tether(tok, pattern: str, sequences: list[list[int]]) -> dict:
 
 def bench_llguidance(tok, pattern: str, sequences: list[list[int]]) -> dict:
     import llguidance
-    from llguidance.numpy import allocate_token_bitmask, fill_next_token_bitmask
+    from llguidance.numpy import fill_next_token_bitmask
 
     ll = tok.ll_tokenizer
-    n_vocab = tok.tether_vocab.size
-    started = time.perf_counter()
-    grammar = llguidance.grammar_from("regex", pattern)
-    matcher = llguidance.LLMatcher(ll, grammar, log_level=0)
-    out = allocate_token_bitmask(1, max(n_vocab, ll.vocab_size))
-    fill_next_token_bitmask(matcher, out)
-    ttfm = time.perf_counter() - started
+    grammar, matcher, out, ttfm = llguidance_first_mask(ll, "regex", pattern,
+                                                        tok.tether_vocab.size)
     if matcher.is_error():
         return {"ttfm": ttfm, "tbm": [], "rejected": -1, "error": matcher.get_error()}
     tbm, rejected = [], 0

@@ -216,22 +216,41 @@ def _build_multibyte_template(ranges: tuple[tuple[int, int], ...]
 
 def _trim(nfa: Nfa) -> bool:
     """Remove moves into states that cannot reach ``accept``; False if ``start`` cannot."""
-    n = nfa.n_states
+    return trim_moves(nfa.edges, nfa.eps, [nfa.accept])[nfa.start]
+
+
+def trim_moves(edges: list[list[tuple[int, int, int]]], eps: list[list[int]],
+               ends: list[int], calls: dict[int, list[tuple[int, int]]] | None = None
+               ) -> list[bool]:
+    """Remove the moves (byte edges, epsilon moves and, for the pushdown engine, calls as
+    ``calls[state] = [(rule, target)]``) into states that cannot reach one of ``ends``,
+    in place; returns which states can."""
+    calls = {} if calls is None else calls
+    n = len(edges)
     reverse: list[list[int]] = [[] for _ in range(n)]
     for s in range(n):
-        for _, _, t in nfa.edges[s]:
+        for _, _, t in edges[s]:
             reverse[t].append(s)
-        for t in nfa.eps[s]:
+        for t in eps[s]:
+            reverse[t].append(s)
+        for _, t in calls.get(s, ()):
             reverse[t].append(s)
     alive = [False] * n
-    alive[nfa.accept] = True
-    stack = [nfa.accept]
+    stack = list(ends)
+    for s in stack:
+        alive[s] = True
     while stack:
         for p in reverse[stack.pop()]:
             if not alive[p]:
                 alive[p] = True
                 stack.append(p)
     for s in range(n):
-        nfa.edges[s] = [e for e in nfa.edges[s] if alive[e[2]]] if alive[s] else []
-        nfa.eps[s] = [t for t in nfa.eps[s] if alive[t]] if alive[s] else []
-    return alive[nfa.start]
+        edges[s] = [e for e in edges[s] if alive[e[2]]] if alive[s] else []
+        eps[s] = [t for t in eps[s] if alive[t]] if alive[s] else []
+        if s in calls:
+            kept = [c for c in calls[s] if alive[c[1]]] if alive[s] else []
+            if kept:
+                calls[s] = kept
+            else:
+                del calls[s]
+    return alive

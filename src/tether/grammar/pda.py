@@ -33,7 +33,7 @@ import numpy as np
 
 from tether.automata.dfa import DEAD, LazyAutomaton, epsilon_closure
 from tether.automata.dfa import byte_classes as partition_bytes
-from tether.automata.nfa import _Builder
+from tether.automata.nfa import _Builder, trim_moves
 from tether.automata.regex_ast import Alternate, Concat, Repeat
 from tether.errors import CompileError, LimitExceeded
 from tether.grammar.ir import Expr, Grammar, Ref
@@ -117,7 +117,8 @@ class PushdownAutomaton(LazyAutomaton):
         self._eps = builder.eps
         self._calls = builder.calls
         self._accept_states = set(self._rule_accept)
-        _trim(self)
+        # Drop moves into NFA states that cannot reach their rule's end.
+        trim_moves(self._edges, self._eps, self._rule_accept, self._calls)
 
     # -- item sets -----------------------------------------------------------------------
     def _closure(self, nfa_state: int) -> frozenset[int]:
@@ -373,38 +374,6 @@ class _RuleBuilder(_Builder):
             self.calls.setdefault(start, []).append((self.rule_index[node.name], end))
             return start, end
         return super().build(node)
-
-
-def _trim(pda: PushdownAutomaton) -> None:
-    """Drop edges and calls into NFA states that cannot reach their rule's end."""
-    edges, eps, calls = pda._edges, pda._eps, pda._calls
-    n = len(edges)
-    reverse: list[list[int]] = [[] for _ in range(n)]
-    for s in range(n):
-        for _, _, t in edges[s]:
-            reverse[t].append(s)
-        for t in eps[s]:
-            reverse[t].append(s)
-        for _, t in calls.get(s, ()):
-            reverse[t].append(s)
-    alive = [False] * n
-    stack = list(pda._rule_accept)
-    for s in stack:
-        alive[s] = True
-    while stack:
-        for p in reverse[stack.pop()]:
-            if not alive[p]:
-                alive[p] = True
-                stack.append(p)
-    for s in range(n):
-        edges[s] = [e for e in edges[s] if alive[e[2]]] if alive[s] else []
-        eps[s] = [t for t in eps[s] if alive[t]] if alive[s] else []
-        if s in calls:
-            kept = [c for c in calls[s] if alive[c[1]]] if alive[s] else []
-            if kept:
-                calls[s] = kept
-            else:
-                del calls[s]
 
 
 def without_direct_left_recursion(grammar: Grammar) -> Grammar:
