@@ -138,6 +138,19 @@ def test_check_grammar_lark_and_gbnf(tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_check_ready_made_grammars_by_name(tmp_path, capsys):
+    assert main(["check", "--grammar", "python", "--text", "def f():\n    return 1\n"]) == 0
+    assert main(["check", "--grammar", "python", "--text", "def f():\nreturn 1\n"]) == 1
+    block = "```python\nx = 1\n```\n"
+    assert main(["check", "--grammar", "python-fenced", "--text", block]) == 0
+    assert main(["check", "--grammar", "python-fenced", "--text", block + "More."]) == 1
+    assert main(["check", "--grammar", "python", "--syntax", "lark", "--text", "x\n"]) == 2
+    assert "./python" in capsys.readouterr().err
+    own = tmp_path / "python"  # a file of that name is read with a path
+    own.write_text('root ::= "x"\n')
+    assert main(["check", "--grammar", str(own), "--text", "x"]) == 0
+
+
 def test_bad_schema_and_grammar_are_located_errors(tmp_path, capsys):
     schema = tmp_path / "bad.json"
     schema.write_text('{"type": "string", "minLength": 5, "maxLength": 3}')

@@ -6,8 +6,11 @@
   are rejected, and on a corpus of snippets and their mutations the grammar accepts
   exactly when ``ast.parse`` does and every block is indented by 4 more spaces (the one
   layout ``python()`` allows by default).
-* The embedded model: every output that ends by the grammar is accepted by ``ast.parse``
-  (code prompts as completions after a ``#`` comment, 160 tokens at most).
+* Code blocks: ``python(fenced=True)`` is the module between ``"```python\n"`` and a
+  closing fence at the start of a line after a complete statement.
+* The embedded model: chat prompts under ``python(fenced=True)`` (256 tokens at most);
+  most generations end by the grammar (the closing fence), and every one that does holds
+  a module that ``ast.parse`` accepts.
 """
 
 from __future__ import annotations
@@ -228,6 +231,75 @@ def test_accepts_exactly_what_ast_parse_accepts(python) -> None:
     assert disagree == []
 
 
+# -- code blocks: python(fenced=True) ----------------------------------------------------
+FENCE = "```python\n"
+
+FENCED_ACCEPTED = {
+    "after a top-level statement": FENCE + "x = 1\n```",
+    "followed by one line break": FENCE + "x = 1\n```\n",
+    "after a nested block": FENCE + "def f(x):\n    if x:\n        return 1\n    return 2\n```",
+    "after a blank line in a block": FENCE + "def f():\n    return 2\n\n```",
+    "empty module": FENCE + "```",
+    "after a comment": FENCE + "# note\n```",
+    "fence inside a string": FENCE + "s = '```'\nt = \"\"\"\n```\n\"\"\"\n```",
+}
+
+FENCED_REJECTED = {
+    "text after the closing fence": FENCE + "x = 1\n```\nThat is all.",
+    "two line breaks after the fence": FENCE + "x = 1\n```\n\n",
+    "blanks after the fence": FENCE + "x = 1\n``` ",
+    "fence ending a line of code": FENCE + "x = 1```",
+    "indented fence": FENCE + "def f():\n    return 1\n    ```",
+    "fence inside brackets": FENCE + "x = (\n```",
+    "fence inside a string only": FENCE + "s = '```'\n",
+    "no opening fence": "x = 1\n```",
+    "blanks before the first statement": FENCE + "  x = 1\n```",
+    "module as the fenced grammar rejects it": FENCE + "x = 1\n    y = 2\n```",
+}
+
+
+@pytest.fixture(scope="module")
+def python_fenced(smollm2_vocab: tether.Vocabulary) -> tether.Compiled:
+    return tether.compile(tether.grammars.python(fenced=True), smollm2_vocab)
+
+
+def _fenced_module(text: str) -> str:
+    """The module between the fences of a text ``python(fenced=True)`` accepts."""
+    assert text.startswith(FENCE)
+    body = text[len(FENCE):].removesuffix("\n").removesuffix("\r")
+    assert body.endswith("```")
+    return body[:-3]
+
+
+@pytest.mark.parametrize("name", FENCED_ACCEPTED)
+def test_fenced_block_accepted(name: str, python_fenced) -> None:
+    text = FENCED_ACCEPTED[name]
+    ast.parse(_fenced_module(text))
+    result = python_fenced.check(text)
+    assert result.matches, (name, text[:result.valid_prefix], result.expected)
+
+
+@pytest.mark.parametrize("name", FENCED_REJECTED)
+def test_fenced_block_rejected(name: str, python_fenced) -> None:
+    assert not python_fenced.check(FENCED_REJECTED[name]).matches
+
+
+def test_fenced_module_is_the_python_grammar(python, python_fenced) -> None:
+    """Between the fences, exactly the modules ``python()`` accepts."""
+    for text in [*ACCEPTED.values(), *REJECTED.values(), *CORPUS]:
+        assert python_fenced.check(FENCE + text + "```").matches == python.check(text).matches
+
+
+def test_fenced_block_finishes_at_the_closing_fence(python_fenced, encode) -> None:
+    matcher = python_fenced.matcher()
+    for token in encode(FENCE + "def f():\n    return 1\n```"):
+        matcher.consume(token)
+    assert matcher.eos_allowed()
+    for token in encode("\n"):
+        matcher.consume(token)
+    assert matcher.is_finished()
+
+
 # -- the embedded model -------------------------------------------------------------------
 PROMPTS = [
     "Write a short Python function that returns the square of a number.",
@@ -255,23 +327,29 @@ PROMPTS = [
 
 @pytest.mark.model
 def test_embedded_model_code_parses_when_the_grammar_ends_it(smollm2_vocab) -> None:
+    """A chat model writes code in a fenced block: under ``python(fenced=True)`` its
+    closing fence completes the constraint. (Prompted as a completion under the bare
+    module grammar, the chat model never ends: it has no end-of-generation after code.)"""
     pytest.importorskip("llama_cpp")
-    from tether.runtime import generate
+    from tether.runtime import generate, load_model
 
-    ended, unparsed = [], []
+    model = load_model()
+    ended, unparsed, budget = [], [], []
     for seed, prompt in enumerate(PROMPTS):
         # compile() per prompt, as a server would: it rebuilds the constraint once its
         # automaton nears its bound (it keeps every parser configuration it meets).
-        compiled = tether.compile(tether.grammars.python(), smollm2_vocab)
-        # The chat model answers chat prompts with prose whatever the constraint (it
-        # writes prose as Python expressions); as a completion after a comment, it codes.
-        result = generate(f"# {prompt}\n", compiled, max_tokens=160, seed=seed, chat=False)
-        if result.stop_reason in ("eog", "constraint_complete"):
-            ended.append(prompt)
-            try:
-                ast.parse(result.text)
-            except SyntaxError as error:
-                unparsed.append((prompt, result.text, str(error)))
-    print(f"\n{len(ended)} of {len(PROMPTS)} generations ended by the grammar, "
-          f"{len(PROMPTS) - len(ended)} by the token budget")
+        compiled = tether.compile(tether.grammars.python(fenced=True), smollm2_vocab)
+        result = generate(prompt, compiled, model=model, max_tokens=256, seed=seed)
+        if result.stop_reason not in ("eog", "constraint_complete"):
+            budget.append((prompt, result.stop_reason))
+            continue
+        ended.append(prompt)
+        assert compiled.check(result.text).matches, result.text
+        try:
+            ast.parse(_fenced_module(result.text))
+        except SyntaxError as error:
+            unparsed.append((prompt, result.text, str(error)))
+    print(f"\n{len(ended)} of {len(PROMPTS)} generations ended by the grammar (closing "
+          f"fence), {len(budget)} by the token budget")
     assert unparsed == []
+    assert len(ended) > len(PROMPTS) // 2, budget

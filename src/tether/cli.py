@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tether import grammars
 from tether.compiler import compile as compile_constraint
 from tether.constraints import Choices, Constraint, Grammar, JsonSchema, Regex
 from tether.errors import TetherError
@@ -37,6 +38,13 @@ if TYPE_CHECKING:
     from tether.runtime.generate import GenerationResult
 
 PHASE_MODES = ("off", "auto")
+
+# Ready-made grammars ``--grammar`` takes by name (a file of that name: ``./NAME``):
+# a Python module, and a Python module in a Markdown code block (what chat models write).
+BUILTIN_GRAMMARS: dict[str, Callable[[], Grammar]] = {
+    "python": grammars.python,
+    "python-fenced": lambda: grammars.python(fenced=True),
+}
 
 EXIT_OK, EXIT_NO_MATCH, EXIT_ERROR = 0, 1, 2
 
@@ -121,7 +129,9 @@ def _constraint_args(parser: argparse.ArgumentParser, *, required: bool) -> None
     group.add_argument("--regex", help="a regular expression the whole output must match")
     group.add_argument("--choices", help="comma-separated options; the output is one of them")
     group.add_argument("--schema", metavar="FILE", help="a JSON Schema file (docs/json-schema.md)")
-    group.add_argument("--grammar", metavar="FILE", help="a GBNF or Lark grammar file")
+    group.add_argument("--grammar", metavar="FILE|NAME",
+                       help="a GBNF or Lark grammar file, or a ready-made grammar: "
+                            + ", ".join(BUILTIN_GRAMMARS) + " (docs/grammars.md)")
     parser.add_argument("--syntax", choices=("gbnf", "lark"), default=None,
                         help="the grammar's syntax (default: from the file name, else gbnf)")
 
@@ -133,6 +143,11 @@ def _constraint(args: argparse.Namespace) -> Constraint | None:
         return Choices(args.choices.split(","))
     if args.schema is not None:
         return JsonSchema(_read(args.schema, "schema"))
+    if args.grammar in BUILTIN_GRAMMARS:
+        if args.syntax is not None:
+            raise TetherError(f"--syntax is for grammar files, not the ready-made grammar "
+                              f"{args.grammar!r} (a file of that name: ./{args.grammar})")
+        return BUILTIN_GRAMMARS[args.grammar]()
     if args.grammar is not None:
         syntax = args.syntax or ("lark" if args.grammar.endswith(".lark") else "gbnf")
         return Grammar(_read(args.grammar, "grammar"), syntax=syntax)
