@@ -3,7 +3,10 @@
 For a DFA state ``s``, token ``t`` is allowed iff reading ``bytes(t)`` from ``s`` never
 reaches ``DEAD`` (the DFA is trimmed, so every other state is a viable prefix). The walk
 is a depth-first traversal of a trie of the tokens that follows the DFA alongside and
-prunes a subtree as soon as its prefix is dead — the trie × automaton intersection.
+prunes a subtree as soon as its prefix is dead — the trie × automaton intersection. The
+trie is stored in depth-first preorder with each node's subtree size, so the walk is a
+forward scan of flat arrays that jumps over a dead subtree (``n += size[n]``), keeping
+one automaton state per depth.
 
 The DFA cannot tell apart bytes of one class, so the walk runs on a :class:`ClassTrie`:
 the vocabulary's shared byte trie with each byte replaced by its class and equal paths
@@ -40,6 +43,8 @@ class TrieWalker:
         self.dfa = dfa
         self.vocab = vocab
         self.trie = class_trie(vocab, dfa.class_of_byte, dfa.n_classes)
+        # Scratch arrays of the walks, one set per thread (walks may run concurrently)
+        self._buffers = threading.local()
 
     def mask(self, state: int) -> np.ndarray:
         """Bitmask words of the non-special tokens allowed from ``state``."""
@@ -57,65 +62,104 @@ class TrieWalker:
         array covering every state built so far; it is asked again as states are
         added)."""
         words, _, events = self._run(self._root_start(state), flagged=flagged)
-        return words, np.flatnonzero(events)
+        return words, events
 
     def subtrees_mask(self, nodes: np.ndarray, state: int) -> np.ndarray:
         """The tokens that continue below trie ``nodes`` (the nodes' own tokens
         excluded), the bytes below each node being read from ``state``."""
-        trie = self.trie
-        lo = trie.first_child[nodes]
-        keep = trie.n_children[nodes] > 0
-        lo = lo[keep]
-        return self._run((lo, lo + trie.n_children[nodes][keep],
-                          np.full(lo.size, state, dtype=np.int64)))[0]
+        return self._run(self._below(nodes, state))[0]
+
+    def subtrees_mask_and_events(self, nodes: np.ndarray, state: int,
+                                 flagged: Callable[[], np.ndarray]
+                                 ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`subtrees_mask` and, as in :meth:`mask_and_events`, the trie nodes below
+        ``nodes`` at which the walk enters a flagged state."""
+        words, _, events = self._run(self._below(nodes, state), flagged=flagged)
+        return words, events
+
+    def _below(self, nodes: np.ndarray, state: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        size = self.trie.size
+        nodes = nodes[size[nodes] > 1]
+        return nodes + 1, nodes + size[nodes], np.full(nodes.size, state, dtype=np.int64)
 
     def _root_start(self, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        lo = np.array([self.trie.first_child[0]], dtype=np.int64)
-        return lo, lo + self.trie.n_children[0], np.array([state], dtype=np.int64)
+        return (np.array([1], dtype=np.int64), np.array([self.trie.size[0]], dtype=np.int64),
+                np.array([state], dtype=np.int64))
 
     def _run(self, starts: tuple[np.ndarray, np.ndarray, np.ndarray], *,
              successors: bool = False, flagged: Callable[[], np.ndarray] | None = None
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Walk the given subtrees (see ``_walk``): the mask; with ``successors``, the
+        states reached, flagged; with ``flagged``, the sorted trie nodes of the events."""
         trie = self.trie
         words = np.zeros(bitmask.n_words(self.vocab.size), dtype=np.uint32)
-        # Pending subtrees: children lo..hi of a trie node, read from an automaton state.
+        # Pending ranges of preorder nodes lo..hi (whole subtrees, or the subtrees of
+        # siblings), the bytes above them read from an automaton state.
         lo, hi, st = starts
-        missing = np.empty((_MAX_MISSING, 2), dtype=np.int64)
+        missing = self._missing
         reached = _NO_FLAGS
-        events = np.zeros(trie.node_class.size if flagged is not None else 0, dtype=np.bool_)
+        events = self._events if flagged is not None else _NO_EVENTS
+        n_events = np.zeros(1, dtype=np.int64)
         while True:
             table = self.dfa.table
             if successors and reached.size < table.shape[0]:
                 reached = np.concatenate(
                     [reached, np.zeros(table.shape[0] - reached.size, np.bool_)])
-            n_missing = _walk(table, trie.node_class, trie.first_child, trie.n_children,
+            n_missing = _walk(table, trie.node_class, trie.size, trie.node_depth,
                               trie.tok_start, trie.tok_ids, lo, hi, st, trie.depth, words,
                               missing, reached, flagged() if flagged is not None else _NO_FLAGS,
-                              events)
+                              events, n_events)
             if n_missing == 0:
-                return words, reached, events
+                if n_events[0] > events.size:  # some were not noted: again, with room
+                    self._buffers.events = np.empty(2 * int(n_events[0]), dtype=np.int64)
+                    return self._run(starts, successors=successors, flagged=flagged)
+                found = events[:n_events[0]]
+                return words, reached, np.unique(found) if found.size else _NO_EVENTS
             if n_missing > _MAX_MISSING:  # too many to resume: build them, walk again
                 self.dfa.ensure_rows(np.unique(missing[:, 1]).tolist())
                 continue
             pending = missing[:n_missing]
             self.dfa.ensure_rows(np.unique(pending[:, 1]).tolist())
+            # The walk will read on below each pending node that has children, from the
+            # state it moves to: build those rows now rather than in one more round.
+            inner = pending[trie.size[pending[:, 0]] > 1]
+            table = self.dfa.table
+            after = table[inner[:, 1], trie.node_class[inner[:, 0]]]
+            self.dfa.ensure_rows(np.unique(after[after > DEAD]).tolist())
             lo = pending[:, 0].copy()
-            hi = lo + 1
+            hi = lo + trie.size[lo]
             st = pending[:, 1].copy()
+
+    @property
+    def _missing(self) -> np.ndarray:
+        buffers = self._buffers.__dict__
+        if "missing" not in buffers:
+            buffers["missing"] = np.empty((_MAX_MISSING, 2), dtype=np.int64)
+        return buffers["missing"]
+
+    @property
+    def _events(self) -> np.ndarray:
+        buffers = self._buffers.__dict__
+        if "events" not in buffers:
+            buffers["events"] = np.empty(_MAX_EVENTS, dtype=np.int64)
+        return buffers["events"]
 
 
 @dataclass(frozen=True)
 class ClassTrie:
     """The vocabulary's byte trie with edges relabelled by byte class and equal paths
     merged: tokens whose bytes fall in the same classes, position by position, end at
-    the same node. Breadth-first numbering, children contiguous (as in ``TokenTrie``)."""
+    the same node. Nodes are numbered in depth-first preorder (the root is 0): the
+    subtree of node ``n`` is ``n .. n + size[n] - 1`` and its children are ``n + 1``,
+    then each next sibling right after the previous one's subtree."""
 
     node_class: np.ndarray   # int32 [M]: class of the edge into the node
-    first_child: np.ndarray  # int64 [M]
-    n_children: np.ndarray   # int64 [M]
+    size: np.ndarray         # int64 [M]: nodes in the node's subtree, itself included
+    node_depth: np.ndarray   # int32 [M]: bytes from the root (0 for the root)
     tok_start: np.ndarray    # int64 [M + 1]: CSR of the tokens ending at each node
     tok_ids: np.ndarray      # int64 [T]
-    depth: int
+    depth: int               # the longest token, in bytes
 
 
 _CLASS_TRIES: OrderedDict[tuple[str, bytes], ClassTrie] = OrderedDict()
@@ -143,14 +187,35 @@ def _build_class_trie(trie: TokenTrie, class_of_byte: np.ndarray, n_classes: int
     byte_class = class_of_byte[trie.node_byte]
     merged_id, parent, node_class = _merge_paths(trie.parent, byte_class, trie.level_start,
                                                  n_classes)
-    n_nodes = parent.size
-    n_children = np.bincount(parent[1:], minlength=n_nodes).astype(np.int64)
-    first_child = np.zeros(n_nodes, dtype=np.int64)
-    np.cumsum(n_children[:-1], out=first_child[1:])
-    first_child += 1
-    tok_start, tok_ids = _group_tokens(merged_id[trie.token_node], trie.token_ids, n_nodes)
-    return ClassTrie(node_class=node_class, first_child=first_child, n_children=n_children,
-                     tok_start=tok_start, tok_ids=tok_ids, depth=trie.depth)
+    order, size, node_depth = _preorder(parent)
+    tok_start, tok_ids = _group_tokens(order[merged_id[trie.token_node]], trie.token_ids,
+                                       parent.size)
+    by_order = np.empty_like(order)
+    by_order[order] = np.arange(order.size)
+    return ClassTrie(node_class=node_class[by_order], size=size[by_order],
+                     node_depth=node_depth[by_order], tok_start=tok_start, tok_ids=tok_ids,
+                     depth=trie.depth)
+
+
+@njit(cache=True, nogil=True)
+def _preorder(parent):  # pragma: no cover - compiled
+    """For a trie numbered breadth first with contiguous children (``parent[0] == -1``):
+    each node's preorder number, subtree size and depth (by breadth-first number)."""
+    n = parent.size
+    size = np.ones(n, dtype=np.int64)
+    for k in range(n - 1, 0, -1):
+        size[parent[k]] += size[k]
+    order = np.zeros(n, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int32)
+    next_free = np.zeros(n, dtype=np.int64)  # where a node's next child goes
+    next_free[0] = 1
+    for k in range(1, n):
+        p = parent[k]
+        order[k] = next_free[p]
+        next_free[p] += size[k]
+        next_free[k] = order[k] + 1
+        depth[k] = depth[p] + 1
+    return order, size, depth
 
 
 @njit(cache=True, nogil=True)
@@ -229,67 +294,70 @@ def _warm_up() -> None:
     the first constraint a process compiles does not pay for it."""
     table = np.zeros((1, 1), dtype=np.int32)
     empty = np.zeros(1, dtype=np.int64)
-    _walk(table, np.zeros(1, dtype=np.int32), empty, empty, np.zeros(2, dtype=np.int64),
-          empty, empty, empty, empty, 0, np.zeros(1, dtype=np.uint32),
-          np.empty((1, 2), dtype=np.int64), _NO_FLAGS, _NO_FLAGS, _NO_FLAGS)
+    _walk(table, np.zeros(1, dtype=np.int32), empty, np.zeros(1, dtype=np.int32),
+          np.zeros(2, dtype=np.int64), empty, empty, empty, empty, 0,
+          np.zeros(1, dtype=np.uint32),
+          np.empty((1, 2), dtype=np.int64), _NO_FLAGS, _NO_FLAGS, _NO_EVENTS,
+          np.zeros(1, dtype=np.int64))
     _merge_paths(np.array([-1], dtype=np.int64), np.zeros(1, dtype=np.int32),
                  np.array([0, 1, 1], dtype=np.int64), 1)
     _group_tokens(empty, empty, 1)
+    _preorder(np.array([-1], dtype=np.int64))
 
 
 _MAX_MISSING = 1 << 14  # unbuilt transitions a walk can note to resume from
+_MAX_EVENTS = 1 << 16  # flagged trie nodes a walk can note (beyond: walked again, noted)
 _NO_FLAGS = np.zeros(0, dtype=np.bool_)
+_NO_EVENTS = np.zeros(0, dtype=np.int64)
 
 
 @njit(cache=True, nogil=True)
-def _walk(table, node_class, first_child, n_children, tok_start, tok_ids, start_lo, start_hi,
-          start_state, depth, words, missing, reached, flagged, events
+def _walk(table, node_class, size, node_depth, tok_start, tok_ids, start_lo, start_hi,
+          start_state, depth, words, missing, reached, flagged, events, n_events
           ):  # pragma: no cover - compiled
-    """Set the bits of every token readable in the given subtrees: for each k, the trie
-    nodes ``start_lo[k]..start_hi[k]`` (siblings) read from automaton state
+    """Set the bits of every token readable in the given ranges of preorder nodes: for
+    each k, nodes ``start_lo[k]..start_hi[k] - 1`` (one subtree, or the subtrees of
+    consecutive siblings), the bytes above them read from automaton state
     ``start_state[k]``. A node whose transition is not built yet is noted in ``missing``
-    as (node, state) and skipped; returns how many were noted (more than
-    ``len(missing)`` means some were not: then everything must be walked again). If
+    as (node, state before it) and its subtree skipped; returns how many were noted (more
+    than ``len(missing)`` means some were not: then everything must be walked again). If
     ``reached`` is not empty, flag the state each allowed token ends in; if ``flagged``
-    is not empty, set ``events[node]`` for each node whose state is flagged."""
-    lo = np.empty(depth + 2, dtype=np.int64)
-    hi = np.empty(depth + 2, dtype=np.int64)
-    st = np.empty(depth + 2, dtype=np.int64)
+    is not empty, append to ``events`` (counted by ``n_events[0]``) each node entered in
+    a flagged state."""
+    st = np.empty(depth + 2, dtype=np.int64)  # st[d]: the state after d bytes
     n_missing = 0
     for k in range(start_lo.size):
-        sp = 0
-        lo[0] = start_lo[k]
-        hi[0] = start_hi[k]
-        st[0] = start_state[k]
-        while sp >= 0:
-            if lo[sp] == hi[sp]:
-                sp -= 1
-                continue
-            node = lo[sp]
-            lo[sp] += 1
-            state = st[sp]
+        node = start_lo[k]
+        stop = start_hi[k]
+        if node >= stop:
+            continue
+        st[node_depth[node] - 1] = start_state[k]
+        while node < stop:
+            d = node_depth[node]
+            state = st[d - 1]
             nxt = table[state, node_class[node]]
             if nxt == DEAD:
+                node += size[node]
                 continue
             if nxt == UNKNOWN:
                 if n_missing < missing.shape[0]:
                     missing[n_missing, 0] = node
                     missing[n_missing, 1] = state
                 n_missing += 1
+                node += size[node]
                 continue
             if flagged.size and flagged[nxt]:
-                events[node] = True
+                if n_events[0] < events.size:
+                    events[n_events[0]] = node
+                n_events[0] += 1
             if tok_start[node] < tok_start[node + 1]:
                 if reached.size:
                     reached[nxt] = True
                 for j in range(tok_start[node], tok_start[node + 1]):
                     t = tok_ids[j]
                     words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-            if n_children[node] > 0:
-                sp += 1
-                lo[sp] = first_child[node]
-                hi[sp] = first_child[node] + n_children[node]
-                st[sp] = nxt
+            st[d] = nxt
+            node += 1
     return n_missing
 
 
