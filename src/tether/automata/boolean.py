@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tether.automata.dfa import LazyDFA
-from tether.automata.nfa import build_nfa
+from tether.automata.nfa import build_nfa, coreachable
 from tether.automata.regex_ast import Alternate, Automaton, CharSet, Concat, Node, Repeat
 from tether.errors import LimitExceeded
 
@@ -210,26 +210,10 @@ def trim(dfa: Dfa) -> Dfa:
 def _closure(table: np.ndarray, seeds: np.ndarray, *, forward: bool) -> np.ndarray:
     """States reachable from (``forward``) or reaching (not ``forward``) ``seeds``."""
     n = table.shape[0]
-    src = np.repeat(np.arange(n), table.shape[1])
-    dst = table.reshape(-1)
-    frm, to = (src, dst) if forward else (dst, src)
-    order = np.argsort(frm, kind="stable")
-    frm, to = frm[order], to[order]
-    indptr = np.searchsorted(frm, np.arange(n + 1))
-    seen = np.zeros(n, dtype=bool)
-    seen[seeds] = True
-    frontier = np.unique(seeds)
-    while frontier.size:
-        starts, ends = indptr[frontier], indptr[frontier + 1]
-        counts = ends - starts
-        total = int(counts.sum())
-        if not total:
-            break
-        offsets = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(total)
-        nxt = np.unique(to[offsets])
-        frontier = nxt[~seen[nxt]]
-        seen[frontier] = True
-    return seen
+    src = np.repeat(np.arange(n, dtype=np.int64), table.shape[1])
+    dst = table.reshape(-1).astype(np.int64)
+    seeds = np.asarray(seeds, dtype=np.int64)
+    return coreachable(n, dst, src, seeds) if forward else coreachable(n, src, dst, seeds)
 
 
 def _too_large(message: str, location: str | int | None) -> LimitExceeded:

@@ -12,6 +12,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import compress, islice
+
+import numpy as np
+from numba import njit
 
 from tether.automata.regex_ast import (
     Alternate,
@@ -52,9 +56,19 @@ def build_nfa(node: Node, *, max_states: int = MAX_NFA_STATES, source: str | Non
     return nfa
 
 
+class MoveLists(list):
+    """The per-state move lists a :class:`_Builder` fills. Marks a graph built fragment by
+    fragment (Thompson's construction, embedded automata trimmed first): in it a state
+    that cannot reach an end can reach a state with no move at all, so when no state
+    but the ends is such a dead end, every state is alive and :func:`trim_moves` has
+    nothing to remove."""
+
+    __slots__ = ()
+
+
 class _Builder:
     def __init__(self, max_states: int, source: str | None) -> None:
-        self.edges: list[list[tuple[int, int, int]]] = []
+        self.edges: list[list[tuple[int, int, int]]] = MoveLists()
         self.eps: list[list[int]] = []
         self.max_states = max_states
         self.source = source
@@ -126,20 +140,33 @@ class _Builder:
                              f"({why})", location=self.where, source=self.source)
 
     def automaton(self, node: Automaton) -> tuple[int, int]:
-        """Copy a pre-built byte automaton; its accepting states move to a fresh end."""
+        """Copy a pre-built byte automaton, trimmed: only its states that reach an
+        accepting one (all of them when its start does not); its accepting states move
+        to a fresh end."""
         base = len(self.edges)
         if base + node.n_states + 1 > self.max_states:
             self.where = node.pos or self.where
             raise self.too_large("a pre-built automaton is too large")
-        self.edges.extend([[] for _ in range(node.n_states + 1)])
-        self.eps.extend([[] for _ in range(node.n_states + 1)])
-        edges = self.edges
-        for src, lo, hi, dst in node.edges.tolist():
-            edges[base + src].append((lo, hi, base + dst))
-        end = base + node.n_states
-        for s in node.accepting:
-            self.eps[base + s].append(end)
-        return base + node.start, end
+        edges = node.edges.astype(np.int64)
+        accepting = np.asarray(node.accepting, dtype=np.int64)
+        alive = coreachable(node.n_states, edges[:, 0], edges[:, 3], accepting)
+        if not alive[node.start]:  # the empty language: the start alone, a dead end
+            alive[:] = False
+            alive[node.start] = True
+        new_id = np.cumsum(alive) - 1 + base
+        edges = edges[alive[edges[:, 0]] & alive[edges[:, 3]]]
+        edges = edges[np.argsort(edges[:, 0], kind="stable")]
+        n = int(alive.sum())
+        moves = iter(zip(edges[:, 1].tolist(), edges[:, 2].tolist(),
+                         new_id[edges[:, 3]].tolist(), strict=True))
+        counts = np.bincount(new_id[edges[:, 0]] - base, minlength=n).tolist()
+        self.edges.extend([list(islice(moves, c)) if c else [] for c in counts])
+        self.edges.append([])
+        self.eps.extend([[] for _ in range(n + 1)])
+        end = base + n
+        for s in new_id[accepting].tolist():
+            self.eps[s].append(end)
+        return int(new_id[node.start]), end
 
     def charset(self, node: CharSet) -> tuple[int, int]:
         n_local, template = _charset_template(node.ranges)
@@ -224,9 +251,15 @@ def trim_moves(edges: list[list[tuple[int, int, int]]], eps: list[list[int]],
                ) -> list[bool]:
     """Remove the moves (byte edges, epsilon moves and, for the pushdown engine, calls as
     ``calls[state] = [(rule, target)]``) into states that cannot reach one of ``ends``,
-    in place; returns which states can."""
+    in place; returns which states can. (For ``edges`` a :class:`MoveLists`, a scan for
+    dead ends decides first whether there is anything to remove.)"""
     calls = {} if calls is None else calls
     n = len(edges)
+    if isinstance(edges, MoveLists):
+        end_set = set(ends)
+        if all(s in calls or s in end_set
+               for s in compress(range(n), map(_no_moves, edges, eps))):
+            return [True] * n
     reverse: list[list[int]] = [[] for _ in range(n)]
     for s in range(n):
         for _, _, t in edges[s]:
@@ -253,4 +286,41 @@ def trim_moves(edges: list[list[tuple[int, int, int]]], eps: list[list[int]],
                 calls[s] = kept
             else:
                 del calls[s]
+    return alive
+
+
+def _no_moves(edges: list, eps: list) -> bool:
+    return not edges and not eps
+
+
+@njit(cache=True, nogil=True)
+def coreachable(n: int, src: np.ndarray, dst: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """Which of states ``0..n-1`` reach one of ``seeds`` along the edges ``src -> dst``."""
+    first = np.zeros(n + 1, dtype=np.int64)
+    for i in range(len(dst)):
+        first[dst[i] + 1] += 1
+    for s in range(n):
+        first[s + 1] += first[s]
+    fill = first[:-1].copy()
+    preds = np.empty(len(dst), dtype=np.int64)
+    for i in range(len(dst)):
+        preds[fill[dst[i]]] = src[i]
+        fill[dst[i]] += 1
+    alive = np.zeros(n, dtype=np.bool_)
+    stack = np.empty(n, dtype=np.int64)
+    top = 0
+    for s in seeds:
+        if not alive[s]:
+            alive[s] = True
+            stack[top] = s
+            top += 1
+    while top:
+        top -= 1
+        t = stack[top]
+        for j in range(first[t], first[t + 1]):
+            p = preds[j]
+            if not alive[p]:
+                alive[p] = True
+                stack[top] = p
+                top += 1
     return alive
