@@ -30,6 +30,7 @@ state budget and raise :class:`~tether.errors.LimitExceeded` at ``…/maxLength`
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -44,6 +45,7 @@ from tether.automata.boolean import (
     to_node,
     trim,
 )
+from tether.automata.pieces import PieceCache
 from tether.automata.regex_ast import (
     EMPTY,
     Alternate,
@@ -94,11 +96,27 @@ def json_string(*, min_length: int = 0, max_length: int | None = None,
     if max_length is not None and max_length < min_length:
         raise CompileError(f"no string has at least {min_length} and at most {max_length} "
                            "characters", location=f"{location}/maxLength")
-    return _json_string(min_length, max_length, tuple(patterns), tuple(excluded_patterns),
-                        tuple(excluded_values), format, location)
+    key = (min_length, max_length, tuple(patterns), tuple(excluded_patterns),
+           tuple(excluded_values), format)
+    try:
+        node = _STRINGS.get(key, lambda: _json_string(*key, ""))
+    except CompileError:
+        # Built again where it is, so the error names this schema's location (errors
+        # are not cached).
+        return _json_string(*key, location)
+    return replace(node, pos=location)
 
 
-@lru_cache(maxsize=512)
+def _node_weight(node: Node) -> int:
+    return node.edges.shape[0] if isinstance(node, Automaton) else 1
+
+
+# Value automata by content (not location): the pieces many schemas share (a format, a
+# maxLength, the keys other than a few names). About 16 bytes per edge: ≤ 32 MB.
+_STRINGS: PieceCache[Node] = PieceCache("json_string", max_entries=1024,
+                                        max_weight=2_000_000, weight=_node_weight)
+
+
 def _json_string(min_length: int, max_length: int | None, patterns: tuple[str, ...],
                  excluded_patterns: tuple[str, ...], excluded_values: tuple[str, ...],
                  fmt: str | None, location: str) -> Node:
@@ -116,12 +134,15 @@ def _json_string(min_length: int, max_length: int | None, patterns: tuple[str, .
             raise CompileError("no string satisfies this schema", location=location)
         return Concat((_QUOTE, _encode_tree(decoded), _QUOTE), location)
     where = f"{location}/pattern" if patterns else location
-    dfa = to_dfa(parts[0] if parts else ANY_STAR, location=where)
-    for part in parts[1:]:
-        dfa = intersect_dfa(dfa, to_dfa(part, location=where), location=where)
+    keys = [("pattern", p) for p in patterns] + ([("format", fmt)] if fmt_node else [])
+    dfas = [_decoded_dfa(key, part, where) for key, part in zip(keys, parts, strict=True)]
+    dfa = dfas[0] if dfas else _decoded_dfa(("any",), ANY_STAR, where)
+    for other in dfas[1:]:
+        dfa = intersect_dfa(dfa, other, location=where)
     if excluded:
-        dfa = difference_dfa(dfa, to_dfa(Alternate(tuple(excluded)), location=location),
-                             location=location)
+        words = _words_dfa(excluded_values) if not excluded_patterns \
+            else to_dfa(Alternate(tuple(excluded)), location=location)
+        dfa = difference_dfa(dfa, words, location=location)
     if counted and not dfa.is_empty():
         where = f"{location}/maxLength" if max_length is not None else f"{location}/minLength"
         dfa = count_characters(dfa, min_length, max_length, location=where)
@@ -129,6 +150,47 @@ def _json_string(min_length: int, max_length: int | None, patterns: tuple[str, .
         raise CompileError("no string satisfies this schema (its pattern, format, length "
                            "and exclusions contradict each other)", location=location)
     return _encode_dfa(dfa, location)
+
+
+def _decoded_dfa(key: tuple[str, ...], node: Node, location: str) -> Dfa:
+    """The DFA of a pattern's, a format's or every string's decoded language, shared."""
+    return _DECODED.get(key, lambda: _frozen(to_dfa(node, location=location)))
+
+
+def _frozen(dfa: Dfa) -> Dfa:
+    for array in (dfa.table, dfa.class_of_byte, dfa.accepting):
+        array.flags.writeable = False
+    return dfa
+
+
+# Decoded languages by what they are (a pattern's text, a format's name): 4 bytes a
+# table cell, ≤ 16 MB.
+_DECODED: PieceCache[Dfa] = PieceCache("decoded_dfa", max_entries=512, max_weight=4_000_000,
+                                       weight=lambda dfa: dfa.table.size)
+
+
+def _words_dfa(words: Sequence[str]) -> Dfa:
+    """The DFA of exactly the UTF-8 of ``words`` (a trie)."""
+    children: list[dict[int, int]] = [{}]
+    accepting = [False, False]  # the dead state, the root
+    for word in words:
+        state = 0
+        for byte in word.encode():
+            nxt = children[state].get(byte)
+            if nxt is None:
+                nxt = children[state][byte] = len(children)
+                children.append({})
+                accepting.append(False)
+            state = nxt
+        accepting[state + 1] = True
+    used = sorted({b for c in children for b in c})
+    class_of_byte = np.zeros(256, dtype=np.int64)
+    class_of_byte[used] = np.arange(1, len(used) + 1)
+    table = np.zeros((len(children) + 1, len(used) + 1), dtype=np.int32)
+    for state, moves in enumerate(children):
+        for byte, nxt in moves.items():
+            table[state + 1, class_of_byte[byte]] = nxt + 1
+    return Dfa(table, class_of_byte, np.array(accepting), 1)
 
 
 # -- patterns ------------------------------------------------------------------------------
@@ -458,16 +520,61 @@ def _encode_tree(node: Node) -> Node:
     raise TypeError(node)  # pragma: no cover - anchors and automata take the DFA route
 
 
-def _escape_template(mask: tuple[int, ...]) -> tuple[int, np.ndarray]:
-    """Local states and edges (``dst`` -1: the target) from just after ``\\`` to the end
-    of an escape of one of the ASCII characters ``mask``."""
-    letters, groups = _escape_groups(mask)
-    edges = [(0, c, c, -1) for c in letters]
-    edges += [(0, ord("u"), ord("u"), 1), (1, 48, 48, 2), (2, 48, 48, 3)]
-    for g, (highs, lows) in enumerate(groups):
-        edges += [(3, 48 + h, 48 + h, 4 + g) for h in highs]
-        edges += [(4 + g, lo, hi, -1) for lo, hi in _hex_bytes(lows)]
-    return 4 + len(groups), np.array(edges, dtype=np.int64)
+_SHORT_BYTES = np.array(sorted(_SHORT_ESCAPES), dtype=np.int64)
+_SHORT_LETTERS = np.array([_SHORT_ESCAPES[c] for c in sorted(_SHORT_ESCAPES)], dtype=np.int64)
+
+
+@lru_cache(maxsize=4096)
+def _low_ranges(lows: int) -> np.ndarray:
+    """The hex-digit byte ranges (rows ``lo, hi``) of the nibbles of bit set ``lows``."""
+    out = np.array(_hex_bytes([v for v in range(16) if lows >> v & 1]), dtype=np.int64)
+    out.flags.writeable = False
+    return out
+
+
+def _escape_chains(keys: np.ndarray, first_state: int
+                   ) -> tuple[list[np.ndarray], int, np.ndarray]:
+    """The escape chains of ``keys`` (rows: target DFA state, then the two 64-bit words
+    of the ASCII characters escaped to it), all at once. Each chain: a state after
+    ``\\`` (short escapes go straight to the target; ``u`` starts ``u00``), then one
+    state per group of high nibbles sharing their low nibbles, from which a hex digit
+    of those low nibbles reaches the target. Returns (edges, next free state, the state
+    after ``\\`` of each key)."""
+    n_keys = len(keys)
+    targets = keys[:, 0].astype(np.int64) + 1
+    shifts = np.arange(64, dtype=np.uint64)
+    bits = ((keys[:, 1:, None] >> shifts) & np.uint64(1)).astype(bool).reshape(n_keys, 128)
+    lowsets = (bits.reshape(n_keys, 8, 16) * (1 << np.arange(16))).sum(axis=2)  # (K, 8)
+    present = lowsets != 0
+    # per (key, high nibble): the first high nibble of the key with the same low set
+    same = (lowsets[:, :, None] == lowsets[:, None, :]) & present[:, None, :]
+    first = np.argmax(same, axis=2)
+    lead = present & (first == np.arange(8))
+    group_no = np.cumsum(lead, axis=1) - 1  # the group of a leading high nibble
+    n_local = 4 + lead.sum(axis=1)
+    bases = first_state + np.cumsum(n_local) - n_local
+    next_state = first_state + int(n_local.sum())
+    chains = []
+    k_of, letter = np.nonzero(bits[:, _SHORT_BYTES])  # short escapes
+    chains.append(np.stack([bases[k_of], _SHORT_LETTERS[letter], _SHORT_LETTERS[letter],
+                            targets[k_of]], axis=1))
+    u_chain = np.array([[0, ord("u"), ord("u"), 1], [1, 48, 48, 2], [2, 48, 48, 3]])
+    chains.append(np.repeat(bases, 3)[:, None] * np.array([1, 0, 0, 1])
+                   + np.tile(u_chain, (n_keys, 1)))
+    k_of, high = np.nonzero(present)  # high nibbles
+    group_state = bases[k_of] + 4 + group_no[k_of, first[k_of, high]]
+    chains.append(np.stack([bases[k_of] + 3, 48 + high, 48 + high, group_state], axis=1))
+    k_of, high = np.nonzero(lead)  # low nibbles of each group
+    group_state = bases[k_of] + 4 + group_no[k_of, high]
+    group_lows = lowsets[k_of, high]
+    for lows in np.unique(group_lows).tolist():
+        which = group_lows == lows
+        ranges = _low_ranges(lows)
+        src = np.repeat(group_state[which], len(ranges))
+        dst = np.repeat(targets[k_of[which]], len(ranges))
+        tiled = np.tile(ranges, (int(which.sum()), 1))
+        chains.append(np.stack([src, tiled[:, 0], tiled[:, 1], dst], axis=1))
+    return chains, next_state, bases
 
 
 def _encode_dfa(dfa: Dfa, location: str) -> Automaton:
@@ -502,24 +609,7 @@ def _encode_dfa(dfa: Dfa, location: str) -> Automaton:
     keys, key_of_group = np.unique(key_rows, axis=0, return_inverse=True)
     key_of_group = key_of_group.reshape(-1)
     next_state = n + 1
-    chains = []
-    backslash_to = np.zeros(len(keys), dtype=np.int64)
-    masks, mask_of_key = np.unique(keys[:, 1:], axis=0, return_inverse=True)
-    mask_of_key = mask_of_key.reshape(-1)
-    for m, (w0, w1) in enumerate(masks.tolist()):
-        chars = tuple(b for b in range(128) if (w0 if b < 64 else w1) >> (b & 63) & 1)
-        n_local, local = _escape_template(chars)
-        which = np.nonzero(mask_of_key == m)[0]
-        bases = next_state + n_local * np.arange(len(which))
-        next_state += n_local * len(which)
-        backslash_to[which] = bases
-        targets = keys[which, 0].astype(np.int64) + 1
-        src_e = bases[:, None] + local[None, :, 0]
-        dst_e = np.where(local[None, :, 3] < 0, targets[:, None],
-                         bases[:, None] + local[None, :, 3])
-        lo_e = np.broadcast_to(local[None, :, 1], src_e.shape)
-        hi_e = np.broadcast_to(local[None, :, 2], src_e.shape)
-        chains.append(np.stack([src_e, lo_e, hi_e, dst_e], axis=2).reshape(-1, 4))
+    chains, next_state, backslash_to = _escape_chains(keys, next_state)
     if next_state > MAX_STRING_STATES:
         raise LimitExceeded(f"the string's automaton needs {next_state} states (more than "
                             f"{MAX_STRING_STATES})", location=location)
