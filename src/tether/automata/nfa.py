@@ -104,9 +104,17 @@ class _Builder:
 
     def concat(self, node: Concat) -> tuple[int, int]:
         start = end = self.new()
+        edges, eps = self.edges, self.eps
         for item in node.items:
+            if isinstance(item, CharSet):
+                n_local, rows = _charset_rows(item.ranges)
+                if n_local == 2:  # single bytes: read from the end reached so far
+                    nxt = self.new()
+                    edges[end].extend([(lo, hi, nxt) for lo, hi, _ in rows[0]])
+                    end = nxt
+                    continue
             s, e = self.build(item)
-            self.eps[end].append(s)
+            eps[end].append(s)
             end = e
         return start, end
 
@@ -169,13 +177,25 @@ class _Builder:
         return int(new_id[node.start]), end
 
     def charset(self, node: CharSet) -> tuple[int, int]:
-        n_local, template = _charset_template(node.ranges)
+        n_local, rows = _charset_rows(node.ranges)
         base = len(self.edges)
-        for _ in range(n_local):
-            self.new()
-        for src, lo, hi, dst in template:
-            self.edges[base + src].append((lo, hi, base + dst))
+        if base + n_local > self.max_states:
+            raise self.too_large("a counted repetition is too large")
+        self.edges.extend([[(lo, hi, base + dst) for lo, hi, dst in row] for row in rows])
+        self.eps.extend([[] for _ in rows])
         return base, base + 1
+
+
+@lru_cache(maxsize=1024)
+def _charset_rows(ranges: tuple[tuple[int, int], ...]
+                  ) -> tuple[int, tuple[tuple[tuple[int, int, int], ...], ...]]:
+    """:func:`_charset_template` as the moves of each local state: (number of local
+    states, per state its (byte_lo, byte_hi, local target))."""
+    n_local, template = _charset_template(ranges)
+    rows: list[list[tuple[int, int, int]]] = [[] for _ in range(n_local)]
+    for src, lo, hi, dst in template:
+        rows[src].append((lo, hi, dst))
+    return n_local, tuple(tuple(row) for row in rows)
 
 
 @lru_cache(maxsize=256)
