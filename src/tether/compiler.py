@@ -58,7 +58,13 @@ def compile(constraint: Constraint | str, vocab: Vocabulary) -> Compiled:  # noq
 
 
 def clear_cache() -> None:
-    """Forget every compiled constraint (benchmarks time compiles from scratch)."""
+    """Forget every compiled constraint (benchmarks time compiles from scratch).
+
+    The bounded, process-wide caches of *pieces* keyed by their content (a string
+    value's automaton, a pattern's DFA, a character set's UTF-8 automaton…; see
+    :mod:`tether.automata.pieces`) are kept, as a server keeps them: none holds a whole
+    constraint, and a compile's result never depends on them, only its time.
+    :func:`tether.automata.pieces.clear_piece_caches` empties those too."""
     with _cache_lock:
         _cache.clear()
 

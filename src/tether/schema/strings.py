@@ -408,7 +408,8 @@ def _emit_levels(dfa: Dfa, alive: list[np.ndarray], starts_char: np.ndarray, low
     n = dfa.table.shape[0]
     top = len(alive) - 1
     offsets = np.zeros(top + 2, dtype=np.int64)
-    offsets[1:] = np.cumsum([int(a.sum()) for a in alive])
+    size_of = {id(a): int(a.sum()) for a in _distinct(alive)}
+    offsets[1:] = np.cumsum([size_of[id(a)] for a in alive])
     offsets += 1  # state 0: dead
     blocks = [np.zeros((1, dfa.table.shape[1]), dtype=np.int32)]
     accepting = [np.zeros(1, dtype=bool)]
@@ -592,18 +593,23 @@ def _encode_dfa(dfa: Dfa, location: str) -> Automaton:
     raw[:, 3] += 1
     quotes = [[0, 0x22, 0x22, dfa.start + 1]]
     quotes += [[s + 1, 0x22, 0x22, 1] for s in np.nonzero(dfa.accepting)[0].tolist()]
-    # escapes: group the ASCII moves of every state by target
-    ascii_targets = dfa.table[1:, cls[:128]]
-    src, byte = np.nonzero(ascii_targets)
-    tgt = ascii_targets[src, byte]
-    order = np.lexsort((byte, tgt, src))
-    src, byte, tgt = src[order], byte[order], tgt[order]
+    # escapes: group the ASCII moves of every state by target (by byte class: the
+    # characters of a class, as two 64-bit words, are OR-ed together)
+    ascii_classes, ascii_cls = np.unique(cls[:128], return_inverse=True)
+    class_words = np.zeros((len(ascii_classes), 2), dtype=np.uint64)
+    byte = np.arange(128)
+    np.bitwise_or.at(class_words, (ascii_cls.reshape(-1), byte >> 6),
+                     np.left_shift(np.uint64(1), (byte & 63).astype(np.uint64)))
+    ascii_targets = dfa.table[1:, ascii_classes]
+    src, col = np.nonzero(ascii_targets)
+    tgt = ascii_targets[src, col]
+    order = np.lexsort((tgt, src))
+    src, col, tgt = src[order], col[order], tgt[order]
     new_group = np.ones(len(src), dtype=bool)
     new_group[1:] = (src[1:] != src[:-1]) | (tgt[1:] != tgt[:-1])
-    group_of = np.cumsum(new_group) - 1
-    words = np.zeros((int(new_group.sum()), 2), dtype=np.uint64)
-    np.bitwise_or.at(words, (group_of, byte >> 6),
-                     np.left_shift(np.uint64(1), (byte & 63).astype(np.uint64)))
+    starts = np.nonzero(new_group)[0]
+    words = np.bitwise_or.reduceat(class_words[col], starts, axis=0) if len(src) \
+        else np.zeros((0, 2), dtype=np.uint64)
     g_src, g_tgt = src[new_group], tgt[new_group]
     key_rows = np.column_stack([g_tgt.astype(np.uint64), words])
     keys, key_of_group = np.unique(key_rows, axis=0, return_inverse=True)
