@@ -79,9 +79,7 @@ class TrieWalker:
 
     def _below(self, nodes: np.ndarray, state: int
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        size = self.trie.size
-        nodes = nodes[size[nodes] > 1]
-        return nodes + 1, nodes + size[nodes], np.full(nodes.size, state, dtype=np.int64)
+        return _below_ranges(nodes, self.trie.size, state)
 
     def _root_start(self, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return (np.array([1], dtype=np.int64), np.array([self.trie.size[0]], dtype=np.int64),
@@ -91,7 +89,8 @@ class TrieWalker:
              successors: bool = False, flagged: Callable[[], np.ndarray] | None = None
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Walk the given subtrees (see ``_walk``): the mask; with ``successors``, the
-        states reached, flagged; with ``flagged``, the sorted trie nodes of the events."""
+        states reached, flagged; with ``flagged``, the trie nodes of the events (each
+        once, in no particular order)."""
         trie = self.trie
         words = np.zeros(bitmask.n_words(self.vocab.size), dtype=np.uint32)
         # Pending ranges of preorder nodes lo..hi (whole subtrees, or the subtrees of
@@ -100,6 +99,7 @@ class TrieWalker:
         missing = self._missing
         reached = _NO_FLAGS
         events = self._events if flagged is not None else _NO_EVENTS
+        noted = self._noted
         n_events = np.zeros(1, dtype=np.int64)
         while True:
             table = self.dfa.table
@@ -109,13 +109,15 @@ class TrieWalker:
             n_missing = _walk(table, trie.node_class, trie.size, trie.node_depth,
                               trie.tok_start, trie.tok_ids, lo, hi, st, trie.depth, words,
                               missing, reached, flagged() if flagged is not None else _NO_FLAGS,
-                              events, n_events)
+                              events, noted, n_events)
             if n_missing == 0:
                 if n_events[0] > events.size:  # some were not noted: again, with room
                     self._buffers.events = np.empty(2 * int(n_events[0]), dtype=np.int64)
+                    noted[:] = False
                     return self._run(starts, successors=successors, flagged=flagged)
-                found = events[:n_events[0]]
-                return words, reached, np.unique(found) if found.size else _NO_EVENTS
+                found = events[:n_events[0]].copy()
+                noted[found] = False
+                return words, reached, found
             if n_missing > _MAX_MISSING:  # too many to resume: build them, walk again
                 self.dfa.ensure_rows(np.unique(missing[:, 1]).tolist())
                 continue
@@ -137,6 +139,13 @@ class TrieWalker:
         if "missing" not in buffers:
             buffers["missing"] = np.empty((_MAX_MISSING, 2), dtype=np.int64)
         return buffers["missing"]
+
+    @property
+    def _noted(self) -> np.ndarray:
+        buffers = self._buffers.__dict__
+        if "noted" not in buffers:
+            buffers["noted"] = np.zeros(self.trie.size.size, dtype=np.bool_)
+        return buffers["noted"]
 
     @property
     def _events(self) -> np.ndarray:
@@ -297,8 +306,9 @@ def _warm_up() -> None:
     _walk(table, np.zeros(1, dtype=np.int32), empty, np.zeros(1, dtype=np.int32),
           np.zeros(2, dtype=np.int64), empty, empty, empty, empty, 0,
           np.zeros(1, dtype=np.uint32),
-          np.empty((1, 2), dtype=np.int64), _NO_FLAGS, _NO_FLAGS, _NO_EVENTS,
+          np.empty((1, 2), dtype=np.int64), _NO_FLAGS, _NO_FLAGS, _NO_EVENTS, _NO_FLAGS,
           np.zeros(1, dtype=np.int64))
+    _below_ranges(empty, np.ones(1, dtype=np.int64), 0)
     _merge_paths(np.array([-1], dtype=np.int64), np.zeros(1, dtype=np.int32),
                  np.array([0, 1, 1], dtype=np.int64), 1)
     _group_tokens(empty, empty, 1)
@@ -312,8 +322,29 @@ _NO_EVENTS = np.zeros(0, dtype=np.int64)
 
 
 @njit(cache=True, nogil=True)
+def _below_ranges(nodes, size, state):  # pragma: no cover - compiled
+    """The ranges of preorder nodes strictly below each of ``nodes`` that has children,
+    each read from ``state``: (first, end, state) arrays for ``_walk``."""
+    n = 0
+    for k in range(nodes.size):
+        if size[nodes[k]] > 1:
+            n += 1
+    lo = np.empty(n, dtype=np.int64)
+    hi = np.empty(n, dtype=np.int64)
+    st = np.full(n, state, dtype=np.int64)
+    n = 0
+    for k in range(nodes.size):
+        node = nodes[k]
+        if size[node] > 1:
+            lo[n] = node + 1
+            hi[n] = node + size[node]
+            n += 1
+    return lo, hi, st
+
+
+@njit(cache=True, nogil=True)
 def _walk(table, node_class, size, node_depth, tok_start, tok_ids, start_lo, start_hi,
-          start_state, depth, words, missing, reached, flagged, events, n_events
+          start_state, depth, words, missing, reached, flagged, events, noted, n_events
           ):  # pragma: no cover - compiled
     """Set the bits of every token readable in the given ranges of preorder nodes: for
     each k, nodes ``start_lo[k]..start_hi[k] - 1`` (one subtree, or the subtrees of
@@ -323,7 +354,7 @@ def _walk(table, node_class, size, node_depth, tok_start, tok_ids, start_lo, sta
     than ``len(missing)`` means some were not: then everything must be walked again). If
     ``reached`` is not empty, flag the state each allowed token ends in; if ``flagged``
     is not empty, append to ``events`` (counted by ``n_events[0]``) each node entered in
-    a flagged state."""
+    a flagged state, once: ``noted`` marks the nodes appended (the caller clears it)."""
     st = np.empty(depth + 2, dtype=np.int64)  # st[d]: the state after d bytes
     n_missing = 0
     for k in range(start_lo.size):
@@ -346,9 +377,10 @@ def _walk(table, node_class, size, node_depth, tok_start, tok_ids, start_lo, sta
                 n_missing += 1
                 node += size[node]
                 continue
-            if flagged.size and flagged[nxt]:
+            if flagged.size and flagged[nxt] and not noted[node]:
                 if n_events[0] < events.size:
                     events[n_events[0]] = node
+                    noted[node] = True
                 n_events[0] += 1
             if tok_start[node] < tok_start[node + 1]:
                 if reached.size:
