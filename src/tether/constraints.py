@@ -58,8 +58,12 @@ class JsonSchema:
     - ``whitespace``: ``"default"`` allows JSON whitespace between elements in runs of at
       most ``max_whitespace`` characters (so a model cannot loop on blanks); ``"compact"``
       allows none.
-    - ``property_order``: ``"schema"`` (properties in the order the schema lists them;
-      the default) or ``"any"``.
+    - ``property_order``: ``"any"`` (the default): an object's properties in any order,
+      each at most once — JSON gives member order no meaning, and real data (MaskBench
+      instances) lists keys in neither the schema's nor ``required``'s order; ``"schema"``:
+      in the order the schema lists them, or required ones first in the order
+      ``required`` lists them. Generation still writes schema order by preference
+      (:func:`tether.generate`).
     - ``strict``: an unsupported keyword is a :class:`CompileError` naming it and its JSON
       pointer (default); ``strict=False`` ignores it with a warning.
     - ``registry``: schemas for external ``$ref`` URIs (nothing is fetched).
@@ -70,13 +74,13 @@ class JsonSchema:
     schema_json: str
     whitespace: Literal["default", "compact"] = "default"
     max_whitespace: int = WHITESPACE_DEFAULT_MAX
-    property_order: Literal["schema", "any"] = "schema"
+    property_order: Literal["schema", "any"] = "any"
     strict: bool = True
     registry_json: str = "{}"
 
     def __init__(self, schema: Any, *, whitespace: Literal["default", "compact"] = "default",
                  max_whitespace: int = WHITESPACE_DEFAULT_MAX,
-                 property_order: Literal["schema", "any"] = "schema", strict: bool = True,
+                 property_order: Literal["schema", "any"] = "any", strict: bool = True,
                  registry: Mapping[str, Any] | None = None) -> None:
         if isinstance(schema, str):
             try:

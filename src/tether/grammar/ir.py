@@ -3,7 +3,8 @@
 A :class:`Grammar` is a set of named rules. A rule's body is a regular expression whose
 atoms are characters (the :mod:`tether.automata.regex_ast` nodes: ``CharSet``,
 ``Concat``, ``Alternate``, ``Repeat``), pre-built byte automata (``Automaton``: an
-intersection or difference of regular languages) and references to rules (:class:`Ref`).
+intersection or difference of regular languages), references to rules (:class:`Ref`) and
+:class:`AnyOrder` groups (members in any order, each at most once: JSON object bodies).
 Regexes, GBNF, Lark and JSON Schema all build this; the engine decides how to run it:
 a grammar with no recursion is inlined into one regular expression (the lazy DFA of
 :mod:`tether.automata`), any other runs on the pushdown engine of :mod:`tether.grammar.pda`.
@@ -31,7 +32,34 @@ class Ref:
     pos: int | str = 0
 
 
-Expr = CharSet | Concat | Alternate | Repeat | Automaton | Ref
+@dataclass(frozen=True)
+class AnyOrder:
+    """Comma-separated members in any order: each of ``members`` at most once (those
+    whose ``required`` flag is set exactly once), and ``extra`` (if any) any number of
+    times, anywhere; between ``min_count`` and ``max_count`` members in all (extras
+    included). ``comma`` separates consecutive members. With ``min_count == 0`` the
+    empty sequence is allowed.
+
+    No member nor ``extra`` may derive the empty string. A regular expression of this
+    language has to spell out every order, so the pushdown engine builds it lazily
+    instead: one rule per reached state (the members written so far and how many in all,
+    counted up to the bounds), never the 2^n subsets (:mod:`tether.grammar.pda`).
+    """
+
+    members: tuple[Expr, ...]
+    required: tuple[bool, ...]
+    extra: Expr | None
+    comma: Expr
+    min_count: int = 0
+    max_count: int | None = None
+    pos: int | str = 0
+
+    def parts(self) -> list[Expr]:
+        """Every sub-expression: the members, the extra member and the comma."""
+        return [*self.members, *(() if self.extra is None else (self.extra,)), self.comma]
+
+
+Expr = CharSet | Concat | Alternate | Repeat | Automaton | Ref | AnyOrder
 
 
 @dataclass
@@ -60,4 +88,6 @@ def refs_in(expr: Expr) -> list[Ref]:
             stack.extend(reversed(node.items))
         elif isinstance(node, Repeat):
             stack.append(node.item)
+        elif isinstance(node, AnyOrder):
+            stack.extend(reversed(node.parts()))
     return out

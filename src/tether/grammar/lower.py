@@ -3,7 +3,9 @@
 A grammar whose rules never refer back to themselves is a regular language: its rules
 are inlined into one regular expression and run by the lazy DFA of
 :mod:`tether.automata.dfa` (the fastest engine). A recursive grammar runs on the
-pushdown automaton of :mod:`tether.grammar.pda`. Both present the same lazy-automaton
+pushdown automaton of :mod:`tether.grammar.pda`, and so does one with an
+:class:`~tether.grammar.ir.AnyOrder` group (which the pushdown engine builds lazily: as a
+regular expression it would spell out every order). Both present the same lazy-automaton
 interface (integer states, a transition table over byte classes, ``accepting``), so the
 token masks, caches and matchers of :mod:`tether.engine.regular` serve both.
 """
@@ -16,7 +18,7 @@ from tether.automata.dfa import LazyDFA
 from tether.automata.nfa import build_nfa
 from tether.automata.regex_ast import Alternate, CharSet, Concat, Node, Repeat
 from tether.errors import CompileError, LimitExceeded
-from tether.grammar.ir import Expr, Grammar, Ref, refs_in
+from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref, refs_in
 
 MAX_INLINED_SIZE = 200_000  # syntax-tree nodes a grammar may grow to when inlined
 
@@ -136,6 +138,8 @@ def inline(grammar: Grammar) -> Node:
             return Repeat(expand(expr.item), expr.min, expr.max, expr.pos)
         if isinstance(expr, CharSet):
             return expr
+        if isinstance(expr, AnyOrder):  # every order spelled out: the pushdown engine
+            raise LimitExceeded("an any-order group is not inlined")
         return expr  # a pre-built automaton node
 
     return expand(grammar.rules[grammar.start])
@@ -176,4 +180,20 @@ def _derives(expr: Expr, productive: set[str]) -> bool:
         return any(_derives(i, productive) for i in expr.items)
     if isinstance(expr, Repeat):
         return expr.min == 0 or _derives(expr.item, productive)
+    if isinstance(expr, AnyOrder):
+        return any_order_derives(expr, [_derives(m, productive) for m in expr.members],
+                                 expr.extra is not None and _derives(expr.extra, productive))
     return True
+
+
+def any_order_derives(group: AnyOrder, members: list[bool], extra: bool) -> bool:
+    """Whether ``group`` derives some string when only the members flagged in
+    ``members`` (and the extra member if ``extra``) derive one."""
+    if any(r and not m for r, m in zip(group.required, members, strict=True)):
+        return False
+    n_required = sum(group.required)
+    most = None if extra else sum(members)
+    hi = group.max_count
+    if hi is not None and (n_required > hi or group.min_count > hi):
+        return False
+    return most is None or most >= group.min_count

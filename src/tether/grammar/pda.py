@@ -22,12 +22,34 @@ means viable, as for the DFA. Left recursion would push forever; direct left rec
 (``A: A x | y``) is rewritten to iteration (``A: y x*``), and any other left-recursive
 cycle is refused at compile time. Stack depth, stack nodes and configurations are
 bounded (:class:`~tether.errors.LimitExceeded`).
+
+An :class:`~tether.grammar.ir.AnyOrder` group (members in any order, each at most once)
+becomes a family of rules built on demand, one per reached *state*: the set of members
+written so far and the number of members written in all (counted up to the group's
+bounds, so only what ``min_count``/``max_count`` need tells states apart). From a state
+the rule reads a comma (unless nothing is written yet), then any member not written yet or
+the extra member, then calls the rule of the state that leaves — a tail call, so the
+stack does not grow; it may end when every required member is written and ``min_count``
+is reached. A successor is offered only if it can still be completed (the required
+members left fit under ``max_count``, ``min_count`` can be reached), so every rule of the
+family derives some string and the invariants above hold for it. A state's rule is
+numbered (with its nullability, known in closed form) when a call of it is first looked
+at (:meth:`PushdownAutomaton._calls_of`) and built when first pushed
+(:meth:`PushdownAutomaton._expand`), after the rules of the grammar, so only reached
+states are ever built: an object of 40 optional properties builds as many rules as the
+orders written so far reach, not 2^40. Members are rules of
+their own (a part of a group that is not a reference gets a rule, named after its
+owner), none derives the empty string, and a group's left calls are its members: left
+recursion through a group is refused like any other. The number of family rules is
+bounded (:class:`~tether.errors.LimitExceeded`).
 """
 
 from __future__ import annotations
 
 import sys
+from bisect import bisect_right
 from collections.abc import Hashable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,13 +58,15 @@ from tether.automata.dfa import byte_classes as partition_bytes
 from tether.automata.nfa import _Builder, trim_moves
 from tether.automata.regex_ast import Alternate, Concat, Repeat
 from tether.errors import CompileError, LimitExceeded
-from tether.grammar.ir import Expr, Grammar, Ref
+from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref
 
 MAX_CONFIGURATIONS = 500_000
 MAX_STACK_NODES = 2_000_000
 MAX_STACK_DEPTH = 2_000
 MAX_EXPANSION = 20_000  # stacks in one configuration
 MAX_NFA_STATES = 500_000
+MAX_GROUP_RULES = 500_000  # rules numbered for states of AnyOrder groups
+PENDING = -1  # the rule of a call to a group state not numbered yet (see _group_next)
 
 BUILD_RECURSION_LIMIT = 20_000  # syntax-tree depth the NFA builder may recurse to
 
@@ -55,10 +79,11 @@ class PushdownAutomaton(LazyAutomaton):
 
     def __init__(self, grammar: Grammar, *, max_states: int = MAX_CONFIGURATIONS,
                  byte_classes: bool = True) -> None:
-        grammar = without_direct_left_recursion(grammar)
+        grammar = _lift_groups(without_direct_left_recursion(grammar))
         self.grammar = grammar
         self._build_nfa(grammar)
         self._nullable = _nullable_rules(self)
+        self._check_groups()
         _refuse_left_recursion(self, grammar)
         # Bytes no edge tells apart share a class (fewer trie nodes to walk, narrower
         # rows); byte_classes=False gives one class per byte, whose trie every such
@@ -80,7 +105,8 @@ class PushdownAutomaton(LazyAutomaton):
         self._item_accepts: list[bool] = []
         self._item_final: list[bool] = []
         self._closure_memo: dict[int, frozenset[int]] = {}
-        self._rule_start_item = [self._item(self._closure(s)) for s in self._rule_start]
+        for k in range(self._n_static):
+            self._rule_start_item[k] = self._item(self._closure(self._rule_start[k]))
         # Stack nodes: (item set, parent node) hash-consed, with their depth.
         self._node_ids: dict[tuple[int, int], int] = {}
         self._nodes: list[tuple[int, int]] = []
@@ -95,19 +121,35 @@ class PushdownAutomaton(LazyAutomaton):
     def _build_nfa(self, grammar: Grammar) -> None:
         names = list(grammar.rules)
         self._rule_index = {n: i for i, n in enumerate(names)}
-        builder = _RuleBuilder(self._rule_index, grammar.source)
-        self._rule_start: list[int] = []
-        self._rule_accept: list[int] = []
-        self._rule_first_state: list[int] = []  # NFA states are numbered rule by rule
+        builder = _RuleBuilder(self, grammar.source)
+        # Per rule: the rules of the grammar first, then the rules of AnyOrder states as
+        # they are numbered (-1: not built yet).
+        n = self._n_static = len(names)
+        self._rule_names = list(names)
+        self._rule_start = [-1] * n
+        self._rule_accept = [-1] * n
+        self._rule_start_item = [-1] * n
+        self._nullable = [False] * n  # the grammar's rules: filled in by _nullable_rules
+        self._groups: list[_Group] = []
+        self._group_ids: dict[AnyOrder, int] = {}
+        self._group_rules: dict[tuple[int, int, int], int] = {}
+        self._group_states: list[tuple[int, int, int]] = []  # per rule, from _n_static on
+        # The group state a PENDING call of an NFA state stands for.
+        self._group_next: dict[int, tuple[int, int, int]] = {}
+        # NFA states are numbered in blocks, one per rule built, in the order built.
+        self._block_first: list[int] = []
+        self._block_rule: list[int] = []
         # Bodies from large schemas nest deeply; the builder recurses over them.
         limit = sys.getrecursionlimit()
         sys.setrecursionlimit(max(limit, BUILD_RECURSION_LIMIT))
         try:
-            for name in names:
-                self._rule_first_state.append(len(builder.edges))
+            for k, name in enumerate(names):
+                self._block_first.append(len(builder.edges))
+                self._block_rule.append(k)
+                builder.owner = name
                 s, e = builder.build(grammar.rules[name])
-                self._rule_start.append(s)
-                self._rule_accept.append(e)
+                self._rule_start[k] = s
+                self._rule_accept[k] = e
         except RecursionError:
             raise LimitExceeded("a rule of the grammar nests too deeply to build",
                                 source=grammar.source) from None
@@ -116,9 +158,113 @@ class PushdownAutomaton(LazyAutomaton):
         self._edges = builder.edges
         self._eps = builder.eps
         self._calls = builder.calls
-        self._accept_states = set(self._rule_accept)
+        self._accept_states = set(self._rule_accept[:n])
         # Drop moves into NFA states that cannot reach their rule's end.
-        trim_moves(self._edges, self._eps, self._rule_accept, self._calls)
+        trim_moves(self._edges, self._eps, self._rule_accept[:n], self._calls)
+
+    # -- AnyOrder groups: rules built per reached state (module docstring) ---------------
+    def _group_root(self, group: AnyOrder, owner: str) -> int:
+        """The rule of ``group`` with nothing written yet (the group numbered on first
+        use; its parts are references, see :func:`_lift_groups`)."""
+        gid = self._group_ids.get(group)
+        if gid is None:
+            index = self._rule_index
+            hi = group.max_count
+            g = _Group(members=tuple(index[m.name] for m in group.members),  # type: ignore[union-attr]
+                       required=sum(1 << k for k, r in enumerate(group.required) if r),
+                       extra=-1 if group.extra is None else index[group.extra.name],  # type: ignore[union-attr]
+                       comma=index[group.comma.name],  # type: ignore[union-attr]
+                       lo=group.min_count, hi=hi,
+                       cap=max(group.min_count, 1) if hi is None else hi, owner=owner)
+            if (hi is not None and group.min_count > hi) or not self._productive(g, 0, 0):
+                raise CompileError(f"an any-order group of rule {owner!r} derives no string "
+                                   "(its required members or min_count do not fit)",
+                                   location=self.grammar.where.get(owner),
+                                   source=self.grammar.source)
+            gid = self._group_ids[group] = len(self._groups)
+            self._groups.append(g)
+        return self._group_rule(gid, 0, 0)
+
+    @staticmethod
+    def _productive(g: _Group, written: int, count: int) -> bool:
+        """Whether the state (``written`` members, ``count`` in all) can be completed."""
+        need = (g.required & ~written).bit_count()
+        if g.hi is not None and count + need > g.hi:
+            return False
+        if count >= g.lo or g.extra >= 0:
+            return True
+        return count + len(g.members) - written.bit_count() >= g.lo
+
+    def _group_rule(self, gid: int, written: int, count: int) -> int:
+        """The rule of a state of group ``gid``, numbered (not built) on first use."""
+        key = (gid, written, count)
+        rule = self._group_rules.get(key)
+        if rule is None:
+            if len(self._group_states) >= MAX_GROUP_RULES:
+                raise LimitExceeded(f"more than {MAX_GROUP_RULES} states of objects with "
+                                    "properties in any order", source=self.grammar.source)
+            g = self._groups[gid]
+            rule = self._group_rules[key] = len(self._rule_start)
+            self._group_states.append(key)
+            self._rule_names.append(g.owner)
+            self._rule_start.append(-1)
+            self._rule_accept.append(-1)
+            self._rule_start_item.append(-1)
+            self._nullable.append(not g.required & ~written and count >= g.lo)
+        return rule
+
+    def _new_state(self) -> int:
+        if len(self._edges) >= MAX_NFA_STATES:
+            raise LimitExceeded(f"the grammar needs more than {MAX_NFA_STATES} NFA states",
+                                source=self.grammar.source)
+        self._edges.append([])
+        self._eps.append([])
+        return len(self._edges) - 1
+
+    def _build_group_rule(self, rule: int) -> int:
+        """Build the rule of a group state: ``(comma)? (member next)*`` over the members
+        it may write next, each followed by a tail call to the state that leaves (a
+        PENDING call, numbered when looked at); returns its start item set."""
+        gid, written, count = self._group_states[rule - self._n_static]
+        g = self._groups[gid]
+        moves: list[tuple[int, tuple[int, int, int]]] = []  # (member rule, next state)
+        if g.hi is None or count < g.hi:
+            step = min(count + 1, g.cap)
+            for k, member in enumerate(g.members):
+                after = written | (1 << k)
+                if not written & (1 << k) and self._productive(g, after, step):
+                    moves.append((member, (gid, after, step)))
+            if g.extra >= 0 and self._productive(g, written, step):
+                moves.append((g.extra, (gid, written, step)))
+        self._block_first.append(len(self._edges))
+        self._block_rule.append(rule)
+        start, end = self._new_state(), self._new_state()
+        self._accept_states.add(end)
+        at = start
+        if moves and count > 0:
+            at = self._new_state()
+            self._calls[start] = [(g.comma, at)]
+        for member, nxt in moves:
+            after_member = self._new_state()
+            self._calls.setdefault(at, []).append((member, after_member))
+            self._calls[after_member] = [(PENDING, end)]
+            self._group_next[after_member] = nxt
+        if self._nullable[rule]:
+            self._eps[start].append(end)
+        self._rule_start[rule] = start
+        self._rule_accept[rule] = end
+        item = self._rule_start_item[rule] = self._item(self._closure(start))
+        return item
+
+    def _check_groups(self) -> None:
+        names = self._rule_names
+        for g in self._groups:
+            for member in (*g.members, g.extra):
+                if member >= 0 and self._nullable[member]:
+                    raise CompileError(
+                        f"a member of an any-order group of rule {g.owner!r} derives the "
+                        f"empty string (rule {names[member]!r})",
+                        location=self.grammar.where.get(g.owner), source=self.grammar.source)
 
     # -- item sets -----------------------------------------------------------------------
     def _closure(self, nfa_state: int) -> frozenset[int]:
@@ -152,6 +298,9 @@ class PushdownAutomaton(LazyAutomaton):
         targets: dict[int, set[int]] = {}
         for s in self._items[iid]:
             for rule, target in self._calls.get(s, ()):
+                if rule == PENDING:  # the next state of a group: numbered now
+                    rule = self._group_rule(*self._group_next.pop(s))
+                    self._calls[s] = [(rule, target)]
                 targets.setdefault(rule, set()).update(self._closure(target))
         calls = tuple((rule, self._item(frozenset(t))) for rule, t in sorted(targets.items()))
         self._item_calls[iid] = calls
@@ -213,7 +362,10 @@ class PushdownAutomaton(LazyAutomaton):
             pushed = []
             for rule, cont in self._calls_of(item):
                 below = parent if self._item_final[cont] else self._node(cont, parent)
-                pushed.append(self._node(self._rule_start_item[rule], below))
+                start = self._rule_start_item[rule]
+                if start < 0:  # a group state pushed for the first time
+                    start = self._build_group_rule(rule)
+                pushed.append(self._node(start, below))
             if self._item_accepts[item]:
                 if parent == BOTTOM:
                     accepts = True
@@ -298,13 +450,13 @@ class PushdownAutomaton(LazyAutomaton):
 
     def rules_at(self, state: int) -> list[str]:
         """The rules on top of the stacks of ``state`` (where the input is, for errors)."""
-        names = list(self.grammar.rules)
         out = []
         for item, _ in self.kernel(state):
             nfa_state = min(self._items[item]) if self._items[item] else 0
-            rule = int(np.searchsorted(self._rule_first_state, nfa_state, side="right")) - 1
-            if names[rule] not in out:
-                out.append(names[rule])
+            rule = self._block_rule[bisect_right(self._block_first, nfa_state) - 1]
+            name = self._rule_names[rule]
+            if name not in out:
+                out.append(name)
         return out
 
     def stack_state(self, node: int) -> int:
@@ -360,20 +512,93 @@ class PushdownAutomaton(LazyAutomaton):
         self.table[state] = out
 
 
-class _RuleBuilder(_Builder):
-    """The NFA builder with one more node kind: a :class:`Ref` becomes a call edge."""
+@dataclass(frozen=True)
+class _Group:
+    """An AnyOrder group as rule numbers: ``required`` is a bit set over ``members``,
+    ``extra`` is -1 when there is none; members written in all are counted up to
+    ``cap``."""
 
-    def __init__(self, rule_index: dict[str, int], source: str | None) -> None:
+    members: tuple[int, ...]
+    required: int
+    extra: int
+    comma: int
+    lo: int
+    hi: int | None
+    cap: int
+    owner: str
+
+
+class _RuleBuilder(_Builder):
+    """The NFA builder with two more node kinds: a :class:`Ref` becomes a call edge, and
+    so does an :class:`AnyOrder` group (a call of its first state's rule)."""
+
+    def __init__(self, pda: PushdownAutomaton, source: str | None) -> None:
         super().__init__(MAX_NFA_STATES, source)
-        self.rule_index = rule_index
+        self.pda = pda
+        self.rule_index = pda._rule_index
         self.calls: dict[int, list[tuple[int, int]]] = {}
+        self.owner = ""  # the rule being built
 
     def build(self, node):  # type: ignore[override]
-        if isinstance(node, Ref):
+        if isinstance(node, Ref | AnyOrder):
+            rule = (self.rule_index[node.name] if isinstance(node, Ref)
+                    else self.pda._group_root(node, self.owner))
             start, end = self.new(), self.new()
-            self.calls.setdefault(start, []).append((self.rule_index[node.name], end))
+            self.calls.setdefault(start, []).append((rule, end))
             return start, end
         return super().build(node)
+
+
+def _lift_groups(grammar: Grammar) -> Grammar:
+    """The grammar with every part of an :class:`AnyOrder` group that is not a
+    reference made a rule of its own (named after the rule it is in)."""
+    rules = dict(grammar.rules)
+    where = dict(grammar.where)
+    changed = False
+
+    def lift(owner: str, expr: Expr) -> Expr:
+        nonlocal changed
+        if isinstance(expr, AnyOrder):
+            def as_ref(part: Expr) -> Ref:
+                nonlocal changed
+                if isinstance(part, Ref):
+                    return part
+                changed = True
+                k = 0
+                while f"{owner}.{k}" in rules:
+                    k += 1
+                name = f"{owner}.{k}"
+                rules[name] = part  # placeholder while it is lifted in turn
+                rules[name] = lift(name, part)
+                if owner in where:
+                    where[name] = where[owner]
+                return Ref(name, expr.pos)
+            return AnyOrder(tuple(as_ref(m) for m in expr.members), expr.required,
+                            None if expr.extra is None else as_ref(expr.extra),
+                            as_ref(expr.comma), expr.min_count, expr.max_count, expr.pos)
+        if isinstance(expr, Concat | Alternate):
+            items = tuple(lift(owner, i) for i in expr.items)
+            if all(a is b for a, b in zip(items, expr.items, strict=True)):
+                return expr
+            return type(expr)(items, expr.pos)
+        if isinstance(expr, Repeat):
+            item = lift(owner, expr.item)
+            return expr if item is expr.item else Repeat(item, expr.min, expr.max, expr.pos)
+        return expr
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, BUILD_RECURSION_LIMIT))
+    try:
+        for name in list(rules):
+            rules[name] = lift(name, rules[name])
+    except RecursionError:
+        raise LimitExceeded("a rule of the grammar nests too deeply to build",
+                            source=grammar.source) from None
+    finally:
+        sys.setrecursionlimit(limit)
+    if not changed:
+        return grammar
+    return Grammar(rules, grammar.start, where, grammar.source)
 
 
 def without_direct_left_recursion(grammar: Grammar) -> Grammar:
@@ -420,12 +645,12 @@ def _split_head(alt: Expr) -> tuple[Expr | None, list[Expr]]:
 
 
 def _nullable_rules(pda: PushdownAutomaton) -> list[bool]:
-    """Which rules derive the empty string."""
-    nullable = [False] * len(pda._rule_start)
+    """Which rules derive the empty string (those of group states are known already)."""
+    nullable = list(pda._nullable)
     changed = True
     while changed:
         changed = False
-        for k in range(len(nullable)):
+        for k in range(pda._n_static):
             if not nullable[k] and _reaches_end(pda, k, nullable):
                 nullable[k] = changed = True
     return nullable
@@ -437,6 +662,10 @@ def _refuse_left_recursion(pda: PushdownAutomaton, grammar: Grammar) -> None:
     nullable = pda._nullable
     left_calls: list[set[int]] = []
     for k in range(n_rules):
+        if k >= pda._n_static:  # a group's first state: it starts with any member
+            g = pda._groups[pda._group_states[k - pda._n_static][0]]
+            left_calls.append({r for r in (*g.members, g.extra) if r >= 0})
+            continue
         seen = {pda._rule_start[k]}
         stack = [pda._rule_start[k]]
         called: set[int] = set()
@@ -452,7 +681,7 @@ def _refuse_left_recursion(pda: PushdownAutomaton, grammar: Grammar) -> None:
                     seen.add(t)
                     stack.append(t)
         left_calls.append(called)
-    names = list(grammar.rules)
+    names = pda._rule_names
     for k in range(n_rules):
         path = _cycle_through(k, left_calls)
         if path:

@@ -214,6 +214,9 @@ def generate(
     undeclared properties the schema allows; ``"avoid"`` (default) keeps them legal but
     steers away from them (a soft preference for the closed schema,
     :func:`~tether.schema.closed.closed_schema`); ``"forbid"`` compiles the closed schema.
+    Masks accept an object's properties in any order (``JsonSchema.property_order``,
+    default ``"any"``), but with ``"avoid"`` and ``"forbid"`` the preference is the closed
+    schema in schema order, so generated objects follow the schema's order.
     """
     if extra_properties not in EXTRA_PROPERTIES:
         raise TetherError(f"extra_properties must be one of {EXTRA_PROPERTIES}, "
@@ -259,27 +262,49 @@ def generate(
 
 def _closed_properties(constraint: Any, mode: str, soft: Mapping[Domain, Scorer] | None,
                        vocab: Vocabulary) -> tuple[Any, Mapping[Domain, Scorer] | None]:
-    """The constraint and soft domains that implement ``extra_properties``."""
+    """The constraint and soft domains that implement ``extra_properties`` — and the
+    preference for schema order: masks accept properties in any order (by default), the
+    soft preference is the closed schema in schema order."""
     if mode == "spec" or not isinstance(constraint, JsonSchema):
         return constraint, soft
     from tether.schema.closed import closed_schema
 
     closed = closed_schema(constraint.schema)
-    if closed == constraint.schema:
-        return constraint, soft
+    steer_order = constraint.property_order != "schema" and _orders_properties(closed)
     options = {k: getattr(constraint, k) for k in
                ("whitespace", "max_whitespace", "property_order", "strict")}
-    closed_constraint = JsonSchema(closed, registry=constraint.registry, **options)
-    if mode == "forbid":
-        return closed_constraint, soft
+    hard = constraint
+    if mode == "forbid" and closed != constraint.schema:
+        hard = JsonSchema(closed, registry=constraint.registry, **options)
+    # A preference steers away from undeclared properties ("avoid" with an open schema)
+    # and towards schema order (when the masks allow any).
+    if not steer_order and (mode == "forbid" or closed == constraint.schema):
+        return hard, soft
     if soft is not None and Domain.SEMANTICS in soft:
-        return constraint, soft  # the caller's own Semantics scorer wins
+        return hard, soft  # the caller's own Semantics scorer wins
+    preferred = JsonSchema(closed, registry=constraint.registry,
+                           **{**options, "property_order": "schema"})
     try:
-        compiled = compile_constraint(closed_constraint, vocab)
+        compiled = compile_constraint(preferred, vocab)
     except CompileError:
-        return constraint, soft
+        return hard, soft
     preference = RegexPreference(compiled, score=1.0, weight=AVOID_WEIGHT)
-    return constraint, {**(soft or {}), Domain.SEMANTICS: preference}
+    return hard, {**(soft or {}), Domain.SEMANTICS: preference}
+
+
+def _orders_properties(schema: Any) -> bool:
+    """Whether some object schema in ``schema`` declares two properties or more (so
+    there is a schema order to prefer)."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("properties"), dict) and len(node["properties"]) > 1:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def _is_model(model: object) -> bool:

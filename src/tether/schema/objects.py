@@ -1,37 +1,42 @@
 """Object shapes → JSON object text.
 
-Declared properties come in schema order — or with the required ones first, in the
-order ``required`` lists them, as many serializers write them — or, with
-``property_order="any"``, in any order, each at most once. Required ones must appear,
-optional ones may be skipped.
+Declared properties come in any order, each at most once (``property_order="any"``, the
+default: JSON gives member order no meaning) — or, with ``property_order="schema"``, in
+schema order or with the required ones first, in the order ``required`` lists them, as
+many serializers write them. Required ones must appear, optional ones may be skipped.
 Properties the schema does not declare (where ``additionalProperties`` /
 ``patternProperties`` allow them) may appear before, between and after the declared
 ones. Their keys are split into regions by the patterns they match, so each key's value
 follows exactly the subschemas that apply to it.
 
-Commas are exact with no blow-up: the members are built left to right, keeping "some
-member written so far" (``G``) apart from "nothing written yet" — ``G_k = G_{k-1} (, M_k)?
-| M_k`` — so each member appears at most twice, whatever the number of optional ones
-(the 2^n trap of SPEC §13).
+In any order, the members form an :class:`~tether.grammar.ir.AnyOrder` group, which the
+pushdown engine builds lazily, one rule per set of members written so far that the text
+actually reaches — never the orders or the subsets themselves — and which also counts
+members for ``minProperties``/``maxProperties``. In schema order, commas are exact with
+no blow-up: the members are built left to right, keeping "some member written so far"
+(``G``) apart from "nothing written yet" — ``G_k = G_{k-1} (, M_k)? | M_k`` — so each
+member appears at most twice, whatever the number of optional ones (the 2^n trap of
+SPEC §13).
 """
 
 from __future__ import annotations
 
 import json
-from itertools import combinations, permutations
+from itertools import combinations
 from typing import TYPE_CHECKING
 
 from tether.automata.regex_ast import Repeat, literal
 from tether.errors import CompileError, LimitExceeded
-from tether.grammar.ir import Expr
+from tether.grammar.ir import AnyOrder, Expr
+from tether.grammar.lower import any_order_derives
 from tether.schema.json_text import alternate, concat
+from tether.schema.pointers import join
 from tether.schema.shapes import FALSE_NID, Lit, Obj, Refused, Str, Sub
 
 if TYPE_CHECKING:
     from tether.schema.emit import Emitter
 
 MAX_PATTERN_REGIONS = 16  # key regions from patternProperties (2^patterns)
-MAX_ANY_ORDER = 5  # declared properties that property_order="any" may permute
 
 # A slot: (member, kind) with kind "required", "optional" or "many" (undeclared keys).
 Slot = tuple[Expr, str]
@@ -61,18 +66,13 @@ def emit_object(o: Obj, em: Emitter) -> Expr | None:
         key = literal(_quoted(name))
         members.append((name, concat(key, em.layout.colon, value), required))
     extra = _extra_member(o, em, {name for name, _ in declared})
-    if em.any_order:
-        if len(members) > MAX_ANY_ORDER:
-            raise LimitExceeded(f"property_order='any' permutes at most {MAX_ANY_ORDER} "
-                                f"declared properties, this object has {len(members)}",
-                                location=o.where)
-        orders = [list(p) for p in permutations(members)]
-    else:
-        orders = [members]
-        first = sorted(members, key=lambda m: (o.required_order.index(m[0])
-                                               if m[0] in o.required_order else len(members)))
-        if first != members:
-            orders.append(first)
+    if em.any_order and (len(members) > 1 or o.min_props > 1 or o.max_props is not None):
+        return _any_order(members, extra, o, em)
+    orders = [members]
+    first = sorted(members, key=lambda m: (o.required_order.index(m[0])
+                                           if m[0] in o.required_order else len(members)))
+    if first != members:
+        orders.append(first)
     bodies = []
     empty_ok = False
     for order in orders:
@@ -85,6 +85,26 @@ def emit_object(o: Obj, em: Emitter) -> Expr | None:
     out = em.layout.container("{", body, "}", empty_ok=empty_ok and o.min_props == 0)
     return out if out is not None else em.empty("no object has the required properties",
                                                  o.where)
+
+
+def _any_order(members: list[tuple[str, Expr, bool]], extra: Expr | None, o: Obj,
+               em: Emitter) -> Expr | None:
+    """The object text of ``o`` with its members in any order (an AnyOrder group)."""
+    n_required = sum(1 for _, _, required in members if required)
+    empty_ok = o.min_props == 0 and n_required == 0
+    body: Expr | None = None
+    if members or extra is not None:
+        group = AnyOrder(
+            tuple(em.named("member", m, join(o.where, "properties", name)
+                           if o.declared(name) is not None else o.where)
+                  for name, m, _ in members),
+            tuple(required for _, _, required in members), extra, em.layout.comma,
+            max(o.min_props, 1), o.max_props, o.where)
+        if any_order_derives(group, [True] * len(members), extra is not None):
+            body = group
+    out = em.layout.container("{", body, "}", empty_ok=empty_ok)
+    return out if out is not None else em.empty("no object has the required properties "
+                                                "within minProperties/maxProperties", o.where)
 
 
 def _slots(members: list[tuple[str, Expr, bool]], extra: Expr | None) -> list[Slot]:
