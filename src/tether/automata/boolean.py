@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit, types
+from numba.typed import Dict
 
 from tether.automata.dfa import LazyDFA
 from tether.automata.nfa import build_nfa, coreachable
@@ -160,34 +162,58 @@ def _product(a: Dfa, b: Dfa, *, difference: bool, location: str | int | None) ->
     ta = a.table[:, uniq // b.n_classes].astype(np.int64)
     tb = b.table[:, uniq % b.n_classes].astype(np.int64)
     nb = b.n_states
-    start_key = a.start * nb + b.start
-    ids = {start_key: 1}
-    keys = [0, start_key]
-    rows = [np.zeros((1, len(uniq)), dtype=np.int32)]
-    frontier = np.array([start_key], dtype=np.int64)
-    while frontier.size:
-        na, nbb = ta[frontier // nb], tb[frontier % nb]
-        nxt = na * nb + nbb
-        nxt[(na == 0) | ((nbb == 0) & (not difference))] = 0
-        found, inverse = np.unique(nxt, return_inverse=True)
-        new = []
-        for k in found.tolist():
-            if k and k not in ids:
-                ids[k] = len(keys)
-                keys.append(k)
-                new.append(k)
-        if len(keys) > MAX_PRODUCT_STATES:
-            raise _too_large(f"an intersection needs more than {MAX_PRODUCT_STATES} states",
-                             location)
-        id_of_found = np.array([ids.get(k, 0) for k in found.tolist()], dtype=np.int32)
-        rows.append(id_of_found[inverse].reshape(nxt.shape))
-        frontier = np.array(new, dtype=np.int64)
-    key_arr = np.array(keys, dtype=np.int64)
+    table, key_arr = _product_table(ta, tb, nb, a.start * nb + b.start, difference,
+                                    MAX_PRODUCT_STATES)
+    if len(key_arr) == 0:
+        raise _too_large(f"an intersection needs more than {MAX_PRODUCT_STATES} states",
+                         location)
     acc_a = a.accepting[key_arr // nb]
     acc_b = b.accepting[key_arr % nb]
     accepting = acc_a & (~acc_b if difference else acc_b)
     accepting[0] = False
-    return trim(Dfa(np.concatenate(rows), class_of_byte.astype(np.int64), accepting, 1))
+    return trim(Dfa(table, class_of_byte.astype(np.int64), accepting, 1))
+
+
+@njit(cache=True, nogil=True)
+def _product_table(ta: np.ndarray, tb: np.ndarray, nb: int, start_key: int,
+                   difference: bool, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """The reachable pairs of a product, breadth first: (table, pair keys ``a * nb + b``;
+    row 0 is dead, row 1 the start); empty arrays past ``limit`` states."""
+    n_cls = ta.shape[1]
+    ids = Dict.empty(key_type=types.int64, value_type=types.int64)
+    ids[start_key] = 1
+    keys = np.zeros(64, dtype=np.int64)
+    keys[1] = start_key
+    table = np.zeros((64, n_cls), dtype=np.int32)
+    n = 2
+    s = 1
+    while s < n:
+        ka = keys[s] // nb
+        kb = keys[s] % nb
+        for c in range(n_cls):
+            x = ta[ka, c]
+            y = tb[kb, c]
+            if x == 0 or (y == 0 and not difference):
+                continue
+            key = x * nb + y
+            t = ids.get(key, -1)
+            if t < 0:
+                if n >= limit:
+                    return np.zeros((0, n_cls), dtype=np.int32), np.zeros(0, dtype=np.int64)
+                if n == len(keys):
+                    grown_keys = np.zeros(2 * n, dtype=np.int64)
+                    grown_keys[:n] = keys
+                    keys = grown_keys
+                    grown = np.zeros((2 * n, n_cls), dtype=np.int32)
+                    grown[:n] = table
+                    table = grown
+                t = n
+                ids[key] = t
+                keys[n] = key
+                n += 1
+            table[s, c] = t
+        s += 1
+    return table[:n].copy(), keys[:n].copy()
 
 
 def trim(dfa: Dfa) -> Dfa:

@@ -30,7 +30,7 @@ state budget and raise :class:`~tether.errors.LimitExceeded` at ``…/maxLength`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -99,21 +99,46 @@ def json_string(*, min_length: int = 0, max_length: int | None = None,
     key = (min_length, max_length, tuple(patterns), tuple(excluded_patterns),
            tuple(excluded_values), format)
     try:
-        node = _STRINGS.get(key, lambda: _json_string(*key, ""))
+        node = _STRINGS.get(key, lambda: _built_or_refused(key))
     except CompileError:
-        # Built again where it is, so the error names this schema's location (errors
-        # are not cached).
+        # An error not located by a JSON pointer: built again where it is.
         return _json_string(*key, location)
+    if isinstance(node, _Refused):
+        raise node.error_at(location)
     return replace(node, pos=location)
 
 
-def _node_weight(node: Node) -> int:
+@dataclass(frozen=True)
+class _Refused:
+    """A string schema that raises (kept so the next use raises at once): the error
+    with its location relative to the schema's."""
+
+    error: type[CompileError]
+    message: str
+    location: str
+    source: str | None
+
+    def error_at(self, location: str) -> CompileError:
+        return self.error(self.message, location=location + self.location,
+                          source=self.source)
+
+
+def _built_or_refused(key: tuple) -> Node | _Refused:
+    try:
+        return _json_string(*key, "")
+    except CompileError as e:
+        if not isinstance(e.location, str):
+            raise
+        return _Refused(type(e), e.message, e.location, e.source)
+
+
+def _node_weight(node: Node | _Refused) -> int:
     return node.edges.shape[0] if isinstance(node, Automaton) else 1
 
 
 # Value automata by content (not location): the pieces many schemas share (a format, a
 # maxLength, the keys other than a few names). About 16 bytes per edge: ≤ 32 MB.
-_STRINGS: PieceCache[Node] = PieceCache("json_string", max_entries=1024,
+_STRINGS: PieceCache[Node | _Refused] = PieceCache("json_string", max_entries=1024,
                                         max_weight=2_000_000, weight=_node_weight)
 
 
@@ -525,14 +550,6 @@ _SHORT_BYTES = np.array(sorted(_SHORT_ESCAPES), dtype=np.int64)
 _SHORT_LETTERS = np.array([_SHORT_ESCAPES[c] for c in sorted(_SHORT_ESCAPES)], dtype=np.int64)
 
 
-@lru_cache(maxsize=4096)
-def _low_ranges(lows: int) -> np.ndarray:
-    """The hex-digit byte ranges (rows ``lo, hi``) of the nibbles of bit set ``lows``."""
-    out = np.array(_hex_bytes([v for v in range(16) if lows >> v & 1]), dtype=np.int64)
-    out.flags.writeable = False
-    return out
-
-
 def _escape_chains(keys: np.ndarray, first_state: int
                    ) -> tuple[list[np.ndarray], int, np.ndarray]:
     """The escape chains of ``keys`` (rows: target DFA state, then the two 64-bit words
@@ -567,14 +584,22 @@ def _escape_chains(keys: np.ndarray, first_state: int
     chains.append(np.stack([bases[k_of] + 3, 48 + high, 48 + high, group_state], axis=1))
     k_of, high = np.nonzero(lead)  # low nibbles of each group
     group_state = bases[k_of] + 4 + group_no[k_of, high]
-    group_lows = lowsets[k_of, high]
-    for lows in np.unique(group_lows).tolist():
-        which = group_lows == lows
-        ranges = _low_ranges(lows)
-        src = np.repeat(group_state[which], len(ranges))
-        dst = np.repeat(targets[k_of[which]], len(ranges))
-        tiled = np.tile(ranges, (int(which.sum()), 1))
-        chains.append(np.stack([src, tiled[:, 0], tiled[:, 1], dst], axis=1))
+    # the runs of low nibbles of each group, within 0-9 and within a-f
+    low_bits = bits.reshape(n_keys, 8, 16)[k_of, high]
+    before = np.zeros_like(low_bits)
+    before[:, 1:] = low_bits[:, :-1]
+    before[:, 10] = False
+    after = np.zeros_like(low_bits)
+    after[:, :-1] = low_bits[:, 1:]
+    after[:, 9] = False
+    run_of, lo = np.nonzero(low_bits & ~before)
+    hi = np.nonzero(low_bits & ~after)[1]
+    src, dst = group_state[run_of], targets[k_of[run_of]]
+    digit = lo < 10
+    chains.append(np.stack([src[digit], 48 + lo[digit], 48 + hi[digit], dst[digit]], axis=1))
+    for letter_base in (87, 55):  # a-f, A-F
+        chains.append(np.stack([src[~digit], letter_base + lo[~digit],
+                                letter_base + hi[~digit], dst[~digit]], axis=1))
     return chains, next_state, bases
 
 
