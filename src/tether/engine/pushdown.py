@@ -12,16 +12,25 @@ rest from ``P``. Hence::
 
 ``inner(S)`` and the nodes where ``S`` may end depend on ``S`` only: one full trie walk
 per item set (from ``S`` standing on a wall), cached for the life of the compiled
-constraint and shared by every stack that has ``S`` on top. The context-dependent rest is
-a walk of the few subtrees below those nodes (inside a string: the tokens that close it),
-or, when ``S`` may end before reading anything, the cached mask of ``P`` itself. So a
-configuration never seen before costs small walks instead of a walk of the vocabulary.
+constraint and shared by every stack that has ``S`` on top. When ``S`` may end before
+reading anything, the tokens read from ``P`` are ``P``'s own (cached) mask. Otherwise
+the rest is the same decomposition one level down: below the nodes ``N`` where ``S``
+ended, ``P``'s top frame ``T`` reads by itself (a walk of those subtrees from ``T`` on a
+wall, cached per (``T``, ``N``)), and below the nodes where ``T`` ends in turn, ``P``'s
+parent reads — until no node is left (tokens are short) or the bottom is reached.
+
+So every walk runs from a frame standing on a wall, never from a whole parser stack:
+the automaton states walks create depend on the grammar, not on the text read so far,
+and are shared by every position of every text. A configuration never seen before costs
+a few cached lookups and small walks.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
+from collections.abc import Hashable
 
 import numpy as np
 
@@ -30,6 +39,16 @@ from tether.grammar.pda import BOTTOM, MAX_STACK_NODES, PushdownAutomaton
 from tether.vocab import Vocabulary
 
 MAX_CACHED_FRAMES = 8192
+MAX_CACHED_SUBFRAMES = 2048  # (frame, trie nodes) walks kept: a mask each (6 KB at 49k tokens)
+MAX_SUBFRAME_KEY = 1024  # trie nodes beyond which a subtree walk is not cached
+MAX_SHARED_FRAMES = 4096  # leaf-rule frames shared by every grammar of a process
+
+Frame = tuple[np.ndarray, np.ndarray, bool]  # inner mask, trie nodes where it ends, at once
+
+# Frames of rules that call no other rule (a JSON string, a number, a key) read the same
+# in every grammar with the same rule: shared per vocabulary, keyed by content.
+_SHARED_FRAMES: OrderedDict[tuple[str, Hashable], Frame] = OrderedDict()
+_SHARED_FRAMES_LOCK = threading.Lock()
 
 
 class PushdownCompiled(RegularCompiled):
@@ -41,7 +60,10 @@ class PushdownCompiled(RegularCompiled):
         self.pda = pda
         self._not_eos = ~self._eos_words
         # Per item set: (its inner mask, the trie nodes where it may end, may it end at once)
-        self._frames: OrderedDict[int, tuple[np.ndarray, np.ndarray, bool]] = OrderedDict()
+        self._frames: OrderedDict[int, Frame] = OrderedDict()
+        # Per (item set, trie nodes): what it reads below the nodes, where it ends there
+        self._subframes: OrderedDict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]] = (
+            OrderedDict())
 
     def precompute(self, deadline: float, max_states: int = PRECOMPUTE_STATES) -> int:
         """Compute the start state's mask (what the user waits for); later masks are
@@ -91,20 +113,67 @@ class PushdownCompiled(RegularCompiled):
             words |= inner
             if parent == BOTTOM:
                 continue
-            below = self.pda.stack_state(parent)
             if ends_at_once:
-                words |= self.state_mask(below) & self._not_eos
+                words |= self.state_mask(self.pda.stack_state(parent)) & self._not_eos
             if ends.size:
-                words |= self._walker.subtrees_mask(ends, below)
+                self._read_below(ends, parent, words)
         return words
+
+    def _read_below(self, nodes: np.ndarray, node: int, words: np.ndarray) -> None:
+        """Add to ``words`` the tokens that continue below trie ``nodes`` with the rest
+        read from stack ``node``: frame by frame down the stack (module docstring)."""
+        while nodes.size and node != BOTTOM:
+            item, parent = self.pda.frame_of(node)
+            below, ends = self._subframe(item, nodes)
+            words |= below
+            if self.pda.pops[self.pda.walled_state(item)]:  # ends before reading a byte
+                # (a node in both is walked twice below: the same tokens, no harm)
+                ends = np.concatenate([ends, nodes])
+            nodes, node = ends, parent
 
     def _frame(self, item: int) -> tuple[np.ndarray, np.ndarray, bool]:
         hit = self._frames.get(item)
         if hit is None:
-            walled = self.pda.walled_state(item)
-            inner, ends = self._walker.mask_and_events(walled, lambda: self.pda.pops)
-            hit = (inner, ends, bool(self.pda.pops[walled]))
+            shared_key = self.pda.leaf_frame_key(item)
+            if shared_key is not None:
+                hit = _shared_frame(self.vocab, shared_key)
+            if hit is None:
+                walled = self.pda.walled_state(item)
+                inner, ends = self._walker.mask_and_events(walled, lambda: self.pda.pops)
+                inner.flags.writeable = False
+                hit = (inner, ends, bool(self.pda.pops[walled]))
+                if shared_key is not None:
+                    _share_frame(self.vocab, shared_key, hit)
             self._frames[item] = hit
             if len(self._frames) > MAX_CACHED_FRAMES:
                 self._frames.popitem(last=False)
         return hit
+
+    def _subframe(self, item: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if nodes.size > MAX_SUBFRAME_KEY:  # rarely met again: not worth keying
+            return self._walker.subtrees_mask_and_events(
+                nodes, self.pda.walled_state(item), lambda: self.pda.pops)
+        key = (item, np.sort(nodes).tobytes())
+        hit = self._subframes.get(key)
+        if hit is None:
+            hit = self._walker.subtrees_mask_and_events(
+                nodes, self.pda.walled_state(item), lambda: self.pda.pops)
+            self._subframes[key] = hit
+            if len(self._subframes) > MAX_CACHED_SUBFRAMES:
+                self._subframes.popitem(last=False)
+        return hit
+
+
+def _shared_frame(vocab: Vocabulary, key: Hashable) -> Frame | None:
+    with _SHARED_FRAMES_LOCK:
+        hit = _SHARED_FRAMES.get((vocab.fingerprint, key))
+        if hit is not None:
+            _SHARED_FRAMES.move_to_end((vocab.fingerprint, key))
+        return hit
+
+
+def _share_frame(vocab: Vocabulary, key: Hashable, frame: Frame) -> None:
+    with _SHARED_FRAMES_LOCK:
+        _SHARED_FRAMES[(vocab.fingerprint, key)] = frame
+        if len(_SHARED_FRAMES) > MAX_SHARED_FRAMES:
+            _SHARED_FRAMES.popitem(last=False)

@@ -46,6 +46,7 @@ bounded (:class:`~tether.errors.LimitExceeded`).
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from bisect import bisect_right
 from collections.abc import Hashable
@@ -67,6 +68,7 @@ MAX_EXPANSION = 20_000  # stacks in one configuration
 MAX_NFA_STATES = 500_000
 MAX_GROUP_RULES = 500_000  # rules numbered for states of AnyOrder groups
 PENDING = -1  # the rule of a call to a group state not numbered yet (see _group_next)
+MAX_KEYED_RULE_STATES = 50_000  # a leaf rule larger than this gets no content key
 
 BUILD_RECURSION_LIMIT = 20_000  # syntax-tree depth the NFA builder may recurse to
 
@@ -113,6 +115,9 @@ class PushdownAutomaton(LazyAutomaton):
         self._depth: list[int] = []
         self._expanded: dict[frozenset[int], tuple[tuple[int, ...], bool, bool]] = {}
         self._ends: dict[int, tuple[bool, bool]] = {}
+        self._can_end: dict[int, bool] = {}  # per item set: _item_can_end
+        self._stack_states: dict[int, int] = {}  # node -> the state of that stack alone
+        self._rule_keys: dict[int, bytes | None] = {}  # per NFA block: _leaf_rule_digest
         self.pops = np.zeros(self.accepting.size, dtype=bool)
         root = self._rule_index[grammar.start]
         self.start = self._intern(frozenset({self._node(self._rule_start_item[root], BOTTOM)}))
@@ -311,22 +316,32 @@ class PushdownAutomaton(LazyAutomaton):
         moves = self._item_rows[iid]
         if moves is not None:
             return moves
-        edges = [(lo, hi, self._closure(t)) for s in self._items[iid]
-                 for lo, hi, t in self._edges[s]]
-        moves = []
-        cuts = sorted({lo for lo, _, _ in edges} | {hi + 1 for _, hi, _ in edges})
-        for lo, end in zip(cuts, cuts[1:], strict=False):
-            reached: set[int] = set()
-            for e_lo, e_hi, closure in edges:
-                if e_lo <= lo and end - 1 <= e_hi:
-                    reached |= closure
-            if not reached:
-                continue
-            target = self._item(frozenset(reached))
-            if moves and moves[-1][1] == lo - 1 and moves[-1][2] == target:
-                moves[-1] = (moves[-1][0], end - 1, target)
+        # Sweep the byte axis over the edges' ends: each elementary segment reaches the
+        # union of the closures of the edges covering it.
+        targets = [t for s in self._items[iid] for _, _, t in self._edges[s]]
+        events = sorted([(lo, 1, k) for k, (lo, _, _) in enumerate(
+                            e for s in self._items[iid] for e in self._edges[s])]
+                        + [(hi + 1, -1, k) for k, (_, hi, _) in enumerate(
+                            e for s in self._items[iid] for e in self._edges[s])])
+        moves: list[tuple[int, int, int]] = []
+        active: dict[int, int] = {}
+        at = 0
+        for where, delta, k in events:
+            if where != at and active:
+                reached: set[int] = set()
+                for a in active:
+                    reached |= self._closure(targets[a])
+                target = self._item(frozenset(reached))
+                if moves and moves[-1][1] == at - 1 and moves[-1][2] == target:
+                    moves[-1] = (moves[-1][0], where - 1, target)
+                else:
+                    moves.append((at, where - 1, target))
+            at = where
+            count = active.get(k, 0) + delta
+            if count:
+                active[k] = count
             else:
-                moves.append((lo, end - 1, target))
+                del active[k]
         self._item_rows[iid] = moves
         return moves
 
@@ -393,35 +408,55 @@ class PushdownAutomaton(LazyAutomaton):
         """Whether the stack ``node`` can end without reading a byte — onto the bottom
         (the text may stop here) or onto a ``WALL`` (the walled frame may end here).
 
-        Cheaper than :meth:`_expand`: only calls of rules that derive the empty string
-        are followed, and nothing is pushed."""
-        hit = self._ends.get(node)
+        Cheaper than :meth:`_expand`: a frame that can end (:meth:`_item_can_end`) hands
+        the question to its parent; nothing is pushed. Cached per node."""
+        chain = []
+        n = node
+        while True:
+            hit = self._ends.get(n)
+            if hit is not None:
+                break
+            item, parent = self._nodes[n]
+            chain.append(n)
+            if not self._item_can_end(item):
+                hit = (False, False)
+            elif parent == BOTTOM:
+                hit = (True, False)
+            elif parent == WALL:
+                hit = (False, True)
+            else:
+                n = parent
+                continue
+            break
+        for n in chain:
+            self._ends[n] = hit
+        return hit
+
+    def _item_can_end(self, item: int) -> bool:
+        """Whether a frame of ``item`` can end without reading a byte: its rule may end
+        here, or after calls of rules that derive the empty string."""
+        hit = self._can_end.get(item)
         if hit is not None:
             return hit
-        accepts = pops = False
-        seen = {node}
-        work = [node]
-        while work:
-            item, parent = self._nodes[work.pop()]
-            # A nullable call whose continuation is final ends the frame, like its end.
-            ends = self._item_accepts[item] or any(
-                self._nullable[rule] and self._item_final[cont]
-                for rule, cont in self._calls_of(item))
-            nxt = [self._node(cont, parent) for rule, cont in self._calls_of(item)
-                   if self._nullable[rule] and not self._item_final[cont]]
-            if ends:
-                if parent == BOTTOM:
-                    accepts = True
-                elif parent == WALL:
-                    pops = True
-                else:
-                    nxt.append(parent)
-            for n in nxt:
-                if n not in seen:
-                    seen.add(n)
-                    work.append(n)
-        hit = self._ends[node] = (accepts, pops)
-        return hit
+        seen = {item}
+        work = [item]
+        can_end = False
+        while work and not can_end:
+            it = work.pop()
+            if self._item_accepts[it]:
+                can_end = True
+                break
+            for rule, cont in self._calls_of(it):
+                if not self._nullable[rule]:
+                    continue
+                if self._item_final[cont]:
+                    can_end = True
+                    break
+                if cont not in seen:
+                    seen.add(cont)
+                    work.append(cont)
+        self._can_end[item] = can_end
+        return can_end
 
     def _accepts(self, key: Hashable) -> bool:
         return any(self._node_ends(n)[0] for n in key)  # type: ignore[attr-defined]
@@ -443,6 +478,47 @@ class PushdownAutomaton(LazyAutomaton):
         """The stacks of ``state`` before expansion, as (top item set, parent node)."""
         return tuple(self._nodes[n] for n in self._keys[state])  # type: ignore[attr-defined]
 
+    def leaf_frame_key(self, item: int) -> Hashable | None:
+        """A key that two item sets share — across automata, grammars and schemas — only
+        if they read exactly alike standing on a wall: the item set's rule calls no rule,
+        the rule's NFA fragment is the same (a digest of its states, edges and end) and
+        so are the item set's states in it. ``None`` for an item set whose rule calls
+        others (what it reads depends on them) or is too large to key."""
+        states = self._items[item]
+        if not states:
+            return None
+        block = bisect_right(self._block_first, min(states)) - 1
+        digest = self._rule_keys.get(block, b"")
+        if digest == b"":
+            digest = self._rule_keys[block] = self._leaf_rule_digest(block)
+        if digest is None:
+            return None
+        first = self._block_first[block]
+        return digest, self.class_of_byte.tobytes(), tuple(sorted(s - first for s in states))
+
+    def _leaf_rule_digest(self, block: int) -> bytes | None:
+        """A digest of the NFA states of a rule that calls no rule (``block``: where its
+        states are), or None."""
+        first = self._block_first[block]
+        end = (self._block_first[block + 1] if block + 1 < len(self._block_first)
+               else len(self._edges))
+        if end - first > MAX_KEYED_RULE_STATES or any(
+                s in self._calls for s in range(first, end)):
+            return None
+        flat: list[int] = [end - first, self._rule_accept[self._block_rule[block]] - first]
+        for s in range(first, end):
+            edges, eps = self._edges[s], self._eps[s]
+            flat += (len(edges), len(eps))
+            for lo, hi, t in edges:
+                flat += (lo, hi, t - first)
+            flat += (t - first for t in eps)
+        return hashlib.blake2b(np.asarray(flat, dtype=np.int64).tobytes(),
+                               digest_size=16).digest()
+
+    def frame_of(self, node: int) -> tuple[int, int]:
+        """The stack ``node`` as (top item set, parent node)."""
+        return self._nodes[node]
+
     @property
     def n_stack_nodes(self) -> int:
         """Stack nodes built so far (bounded by MAX_STACK_NODES)."""
@@ -461,7 +537,10 @@ class PushdownAutomaton(LazyAutomaton):
 
     def stack_state(self, node: int) -> int:
         """The state whose only stack is ``node``."""
-        return self._intern(frozenset({node}))
+        sid = self._stack_states.get(node)
+        if sid is None:
+            sid = self._stack_states[node] = self._intern(frozenset((node,)))
+        return sid
 
     def walled_state(self, item: int) -> int:
         """The state of a frame ``item`` standing on a ``WALL``: the walks from it are
@@ -491,7 +570,18 @@ class PushdownAutomaton(LazyAutomaton):
                 del active[node]
 
     def _compute_row(self, state: int) -> None:
-        stacks = self._expansion(self._keys[state])[0]  # type: ignore[arg-type]
+        key = self._keys[state]
+        out = np.full(self.n_classes, DEAD, dtype=np.int32)
+        if len(key) == 1:  # type: ignore[arg-type]
+            (node,) = key  # type: ignore[misc]
+            item, parent = self._nodes[node]
+            if not self._calls_of(item) and not (self._item_accepts[item] and parent >= 0):
+                # One frame that neither calls nor returns into a parent: its moves alone
+                for lo, hi, moved in self._item_moves(item):
+                    out[lo:hi + 1] = self.stack_state(self._node(moved, parent))
+                self.table[state] = out
+                return
+        stacks = self._expansion(key)[0]  # type: ignore[arg-type]
         node_ids = self._node_ids
         ranges: list[tuple[int, int, int]] = []
         for node in stacks:
@@ -501,10 +591,9 @@ class PushdownAutomaton(LazyAutomaton):
                 if nxt is None:
                     nxt = self._node(moved, parent)
                 ranges.append((lo, hi, nxt))
-        out = np.full(self.n_classes, DEAD, dtype=np.int32)
         if len(ranges) == 1:
             lo, hi, nxt = ranges[0]
-            out[lo:hi + 1] = self._intern(frozenset((nxt,)))
+            out[lo:hi + 1] = self.stack_state(nxt)
         elif ranges:
             # Sweep the byte axis: each elementary segment's kernel is the set of targets
             # of the ranges covering it.
