@@ -23,6 +23,12 @@ So every walk runs from a frame standing on a wall, never from a whole parser st
 the automaton states walks create depend on the grammar, not on the text read so far,
 and are shared by every position of every text. A configuration never seen before costs
 a few cached lookups and small walks.
+
+A frame of a rule that calls no other rule (a JSON string, a number, an enum) reads the
+same in every grammar that has the same rule, so its walk is also shared across compiled
+constraints of one vocabulary, keyed by a digest of the rule's automaton
+(:meth:`~tether.grammar.pda.PushdownAutomaton.leaf_frame_key`; bounded, LRU): the
+schemas a server compiles share their plain strings and numbers.
 """
 
 from __future__ import annotations
