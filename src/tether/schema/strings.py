@@ -47,7 +47,6 @@ from tether.automata.boolean import (
 )
 from tether.automata.pieces import PieceCache
 from tether.automata.regex_ast import (
-    EMPTY,
     Alternate,
     Anchor,
     Automaton,
@@ -149,8 +148,9 @@ def _json_string(min_length: int, max_length: int | None, patterns: tuple[str, .
     fmt_node = format_expr(fmt, f"{location}/format") if fmt is not None else None
     if fmt_node is not None:  # formats run smaller as a DFA than as their regex
         parts.append(fmt_node)
-    excluded = [pattern_language(p, location) for p in excluded_patterns]
-    excluded += [literal(v) if v else EMPTY for v in excluded_values]
+    for p in excluded_patterns:
+        pattern_language(p, location)  # an unsupported pattern raises here
+    excluded = excluded_patterns or excluded_values
     counted = min_length > 0 or max_length is not None
     if not excluded and not counted and len(parts) <= 1 and fmt_node is None \
             and not _has_automaton(parts):
@@ -159,15 +159,18 @@ def _json_string(min_length: int, max_length: int | None, patterns: tuple[str, .
             raise CompileError("no string satisfies this schema", location=location)
         return Concat((_QUOTE, _encode_tree(decoded), _QUOTE), location)
     where = f"{location}/pattern" if patterns else location
-    keys = [("pattern", p) for p in patterns] + ([("format", fmt)] if fmt_node else [])
-    dfas = [_decoded_dfa(key, part, where) for key, part in zip(keys, parts, strict=True)]
-    dfa = dfas[0] if dfas else _decoded_dfa(("any",), ANY_STAR, where)
+    dfas = [_pattern_dfa(p, where) for p in patterns]
+    if fmt_node is not None:
+        dfas.append(_DECODED.get(("format", fmt), lambda: _frozen(to_dfa(fmt_node,
+                                                                          location=where))))
+    dfa = dfas[0] if dfas else _DECODED.get(("any",), lambda: _frozen(to_dfa(ANY_STAR)))
     for other in dfas[1:]:
         dfa = intersect_dfa(dfa, other, location=where)
-    if excluded:
-        words = _words_dfa(excluded_values) if not excluded_patterns \
-            else to_dfa(Alternate(tuple(excluded)), location=location)
-        dfa = difference_dfa(dfa, words, location=location)
+    # L ∖ (E1 ∪ … ∪ En) as (L ∖ E1) ∖ … ∖ En: each excluded language is shared as it is
+    for p in excluded_patterns:
+        dfa = difference_dfa(dfa, _pattern_dfa(p, location), location=location)
+    if excluded_values:
+        dfa = difference_dfa(dfa, _words_dfa(excluded_values), location=location)
     if counted and not dfa.is_empty():
         where = f"{location}/maxLength" if max_length is not None else f"{location}/minLength"
         dfa = count_characters(dfa, min_length, max_length, location=where)
@@ -177,9 +180,11 @@ def _json_string(min_length: int, max_length: int | None, patterns: tuple[str, .
     return _encode_dfa(dfa, location)
 
 
-def _decoded_dfa(key: tuple[str, ...], node: Node, location: str) -> Dfa:
-    """The DFA of a pattern's, a format's or every string's decoded language, shared."""
-    return _DECODED.get(key, lambda: _frozen(to_dfa(node, location=location)))
+def _pattern_dfa(pattern: str, location: str) -> Dfa:
+    """The DFA of the decoded strings in which ``pattern`` finds a match (parsed
+    already by :func:`pattern_language`), shared."""
+    return _DECODED.get(("pattern", pattern), lambda: _frozen(_search_with_markers(
+        _EcmaParser(pattern, _Flags()).parse(), location)))
 
 
 def _frozen(dfa: Dfa) -> Dfa:
@@ -280,8 +285,9 @@ def _has_anchor(node: Node) -> bool:
     return False
 
 
-def _byte_node(byte: int) -> Automaton:
-    edges = np.array([[0, byte, byte, 1]], dtype=np.int32)
+def _byte_node(byte: int, last: int | None = None) -> Automaton:
+    """The byte automaton of one byte from ``byte`` to ``last`` (default: ``byte``)."""
+    edges = np.array([[0, byte, byte if last is None else last, 1]], dtype=np.int32)
     edges.flags.writeable = False
     return Automaton(2, edges, 0, (1,))
 
@@ -294,9 +300,12 @@ def _search_with_markers(tree: Node, location: str) -> Dfa:
     and strip the markers from the result."""
     begin, end = _byte_node(_BEGIN), _byte_node(_END)
     marked = _replace_anchors(tree, begin, end)
-    sigma_star = Repeat(Alternate((ANY_CHAR, begin, end)), 0, None)
+    # Around the match, any bytes: the frame keeps the text valid UTF-8, and a match
+    # (whole characters) cannot start or end inside a character of a valid text; so
+    # the search needs no UTF-8 states (far fewer subsets to determinise).
+    sigma_star = Repeat(_byte_node(0, 0xFF), 0, None)
     framed = to_dfa(Concat((begin, ANY_STAR, end)), location=location)
-    found = to_dfa(Concat((sigma_star, marked, sigma_star)), location=location)
+    found = _absorbing(to_dfa(Concat((sigma_star, marked)), location=location))
     both = intersect_dfa(framed, found, location=location)
     if both.is_empty():
         return both
@@ -308,6 +317,17 @@ def _search_with_markers(tree: Node, location: str) -> Dfa:
     table[:, cls[_END]] = 0
     accepting[0] = False
     return trim(Dfa(table, cls, accepting, start))
+
+
+def _absorbing(dfa: Dfa) -> Dfa:
+    """``L(dfa)`` followed by any bytes: every accepting state goes to an accepting sink
+    (smaller than determinising a trailing ``Σ*``, which keeps every partial match
+    alive after the first)."""
+    if dfa.is_empty():
+        return dfa
+    table = dfa.table.copy()
+    table[dfa.accepting] = int(np.flatnonzero(dfa.accepting)[0])
+    return Dfa(table, dfa.class_of_byte, dfa.accepting, dfa.start)
 
 
 def _replace_anchors(node: Node, begin: Node, end: Node) -> Node:
