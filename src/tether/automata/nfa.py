@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import compress, islice
 
 import numpy as np
 from numba import njit
@@ -165,10 +164,10 @@ class _Builder:
         edges = edges[alive[edges[:, 0]] & alive[edges[:, 3]]]
         edges = edges[np.argsort(edges[:, 0], kind="stable")]
         n = int(alive.sum())
-        moves = iter(zip(edges[:, 1].tolist(), edges[:, 2].tolist(),
+        moves = list(zip(edges[:, 1].tolist(), edges[:, 2].tolist(),
                          new_id[edges[:, 3]].tolist(), strict=True))
-        counts = np.bincount(new_id[edges[:, 0]] - base, minlength=n).tolist()
-        self.edges.extend([list(islice(moves, c)) if c else [] for c in counts])
+        ends = np.cumsum(np.bincount(new_id[edges[:, 0]] - base, minlength=n)).tolist()
+        self.edges.extend([moves[a:b] for a, b in zip([0, *ends], ends, strict=False)])
         self.edges.append([])
         self.eps.extend([[] for _ in range(n + 1)])
         end = base + n
@@ -277,8 +276,9 @@ def trim_moves(edges: list[list[tuple[int, int, int]]], eps: list[list[int]],
     n = len(edges)
     if isinstance(edges, MoveLists):
         end_set = set(ends)
-        if all(s in calls or s in end_set
-               for s in compress(range(n), map(_no_moves, edges, eps))):
+        dead_ends = [s for s, e, p in zip(range(n), edges, eps, strict=True)
+                     if not e and not p and s not in calls and s not in end_set]
+        if not dead_ends:
             return [True] * n
     reverse: list[list[int]] = [[] for _ in range(n)]
     for s in range(n):
@@ -307,10 +307,6 @@ def trim_moves(edges: list[list[tuple[int, int, int]]], eps: list[list[int]],
             else:
                 del calls[s]
     return alive
-
-
-def _no_moves(edges: list, eps: list) -> bool:
-    return not edges and not eps
 
 
 @njit(cache=True, nogil=True)
