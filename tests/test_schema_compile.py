@@ -326,3 +326,17 @@ def _greedy(vocab, data: bytes) -> list[int]:
                 i += n
                 break
     return out
+
+
+def test_if_then_else_follow_the_declared_draft() -> None:
+    # if/then/else came with draft-07: a draft-04 or draft-06 document's "then" is an
+    # unknown word, as validators of those drafts read it (MaskBench o3385, o39097).
+    body = {"type": "object", "if": {"properties": {"k": {"const": "n"}}, "required": ["k"]},
+            "then": {"required": ["v"]}}
+    text = '{"k": "n"}'
+    for draft, enforced in (("draft-04", False), ("draft-06", False), ("draft-07", True)):
+        schema = {"$schema": f"http://json-schema.org/{draft}/schema#", **body}
+        assert accepts(automaton(schema), text) is not enforced, draft
+        assert jsonschema.validators.validator_for(schema)(schema).is_valid(
+            json.loads(text)) is not enforced, draft
+    assert not accepts(automaton(body), text)  # no $schema: 2020-12

@@ -15,14 +15,15 @@ value — and exact except where noted:
 - ``hostname``: labels of 1–63 letters, digits and inner hyphens; the 253-character
   total is guaranteed by accepting at most 4 labels of up to 62 characters or at most 16
   labels of up to 14 (names beyond both are rejected);
-- ``uri``/``url``/``uri-reference``: RFC 3986 exactly (ASCII only, as the RFC says);
+- ``uri``/``uri-reference``: RFC 3986 exactly (ASCII only, as the RFC says);
 - ``ipv4``, ``ipv6`` (every compressed form, embedded IPv4), ``uuid``, ``duration``,
-  ``byte`` (base64 with padding), ``json-pointer``: exact.
+  ``json-pointer``: exact.
 
 ``relative-json-pointer`` and ``uri-template`` (RFC 6570) are exact. ``regex`` (not a
 regular language), ``iri``, ``iri-reference``, ``idn-email`` and ``idn-hostname`` are
-refused (:data:`UNENFORCEABLE`); the number formats (``int32``, ``int64``, ``float``,
-``double``) and names validators do not know return None: annotations only.
+refused (:data:`UNENFORCEABLE`); formats JSON Schema does not define (OpenAPI's ``byte``,
+``int32``, ``int64``, ``float``, ``double``; ``url``…) return None: annotations only, as
+the specification says of unknown formats and as validators treat them.
 """
 
 from __future__ import annotations
@@ -114,10 +115,8 @@ _FORMATS = {
     "ipv4": _IPV4,
     "ipv6": _IPV6,
     "uri": _URI,
-    "url": _URI,
     "uri-reference": rf"(?:{_URI}|{_RELATIVE_REF})",
     "uuid": r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}",
-    "byte": r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?",
     "json-pointer": r"(?:/(?:[^/~]|~[01])*)*",
     "relative-json-pointer": r"(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^/~]|~[01])*)*)",
     "uri-template": _URI_TEMPLATE,

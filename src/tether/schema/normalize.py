@@ -149,7 +149,7 @@ class Normalizer:
             out = self._and(out, self._one_of(node), where)
         if "not" in s:
             out = self._minus(out, self.of_node(join(where, "not")), join(where, "not"), "not")
-        if "if" in s:
+        if "if" in s and node.draft >= 7:  # before draft-07, if/then/else are unknown words
             out = self._if_then_else(node, out)
         out = self._dependencies(node, out)
         return out
