@@ -61,3 +61,32 @@ def test_refused_strings_raise_at_each_callers_location() -> None:
         with pytest.raises(CompileError) as e:
             json_string(min_length=3, patterns=("^a?$",), location=where)
         assert e.value.location == where
+
+
+def _automaton(n, edges, start, accepting):
+    import numpy as np
+
+    from tether.automata.regex_ast import Automaton
+
+    array = np.array(edges, dtype=np.int32).reshape(-1, 4)
+    array.flags.writeable = False
+    return Automaton(n, array, start, accepting)
+
+
+def test_embedded_automata_are_trimmed() -> None:
+    """Copied into an NFA, an automaton keeps only the states that reach acceptance
+    (a dead cycle, a start that reaches nothing), so the NFA stays trimmed."""
+    from tether.automata.dfa import DEAD, LazyDFA
+    from tether.automata.nfa import build_nfa
+    from tether.automata.regex_ast import Alternate, CharSet, Concat, Repeat
+
+    dead_start = _automaton(2, [[0, 97, 97, 0]], 0, (1,))  # 'a'* never reaching 1
+    with pytest.raises(CompileError):
+        build_nfa(dead_start)
+    d = LazyDFA(build_nfa(Concat((CharSet(((120, 120),)), Repeat(dead_start, 0, None),
+                                  Alternate((dead_start, CharSet(((98, 98),))))))))
+    assert d.accepting[d.walk(d.start, b"xb")] and d.walk(d.start, b"xa") == DEAD
+    dead_cycle = _automaton(4, [[0, 97, 97, 1], [0, 98, 98, 2], [2, 99, 99, 2],
+                                [1, 100, 100, 3]], 0, (3,))
+    d = LazyDFA(build_nfa(dead_cycle))
+    assert d.accepting[d.walk(d.start, b"ad")] and d.walk(d.start, b"b") == DEAD

@@ -157,11 +157,13 @@ class _Builder:
         edges = node.edges.astype(np.int64)
         accepting = np.asarray(node.accepting, dtype=np.int64)
         alive = coreachable(node.n_states, edges[:, 0], edges[:, 3], accepting)
-        if not alive[node.start]:  # the empty language: the start alone, a dead end
+        if alive[node.start]:
+            edges = edges[alive[edges[:, 0]] & alive[edges[:, 3]]]
+        else:  # the empty language: the start alone, a dead end (no move at all)
             alive[:] = False
             alive[node.start] = True
+            edges = edges[:0]
         new_id = np.cumsum(alive) - 1 + base
-        edges = edges[alive[edges[:, 0]] & alive[edges[:, 3]]]
         edges = edges[np.argsort(edges[:, 0], kind="stable")]
         n = int(alive.sum())
         moves = list(zip(edges[:, 1].tolist(), edges[:, 2].tolist(),
@@ -171,7 +173,7 @@ class _Builder:
         self.edges.append([])
         self.eps.extend([[] for _ in range(n + 1)])
         end = base + n
-        for s in new_id[accepting].tolist():
+        for s in new_id[accepting[alive[accepting]]].tolist():
             self.eps[s].append(end)
         return int(new_id[node.start]), end
 
