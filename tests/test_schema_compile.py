@@ -340,3 +340,18 @@ def test_if_then_else_follow_the_declared_draft() -> None:
         assert jsonschema.validators.validator_for(schema)(schema).is_valid(
             json.loads(text)) is not enforced, draft
     assert not accepts(automaton(body), text)  # no $schema: 2020-12
+
+
+def test_combinator_blow_up_is_a_located_limit() -> None:
+    # oneOf exclusivity over object alternatives that nest further oneOfs: the shape
+    # algebra is bounded (algebra.MAX_INTERSECTIONS), never a hang.
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[2] / "shared/data/maskbench"
+    path = data / "Github_trivial---o63308.json"
+    if not path.is_file():
+        pytest.skip("the MaskBench data is not present")
+    schema = json.loads(path.read_text())["schema"]
+    with pytest.raises(tether.LimitExceeded) as error:
+        compile_schema(tether.JsonSchema(schema))
+    assert error.value.location.startswith("/oneOf/")

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from tether.schema.normalize import Normalizer
 
 MAX_UNION = 256  # shapes a schema position may be split into
+MAX_INTERSECTIONS = 40_000  # shape intersections one schema's combinators may need
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,11 @@ def intersect_unions(a: Union, b: Union, norm: Normalizer, where: str) -> Union:
     """Values in both ``a`` and ``b``."""
     out: list[Shape] = []
     why = a.why or b.why
+    norm.intersections += len(a.shapes) * len(b.shapes)
+    if norm.intersections > MAX_INTERSECTIONS:
+        raise LimitExceeded(f"the schema's combinators (allOf/anyOf/oneOf/not/if) need more "
+                            f"than {MAX_INTERSECTIONS} intersections of subschemas",
+                            location=where)
     for x in a.shapes:
         for y in b.shapes:
             if x.kind != y.kind:

@@ -55,6 +55,7 @@ class Normalizer:
         self._subs: dict[Sub, Union] = {}
         self._negated: dict[Any, Union] = {}
         self._active: list[str] = []
+        self.intersections = 0  # shape intersections so far (bounded: algebra.py)
         self.members = membership.Membership(self)
 
     # -- entry points ------------------------------------------------------------------
