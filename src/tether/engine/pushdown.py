@@ -156,17 +156,16 @@ class PushdownCompiled(RegularCompiled):
         return hit
 
     def _subframe(self, item: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if nodes.size > MAX_SUBFRAME_KEY:  # rarely met again: not worth keying
-            return self._walker.subtrees_mask_and_events(
-                nodes, self.pda.walled_state(item), lambda: self.pda.pops)
-        key = (item, np.sort(nodes).tobytes())
-        hit = self._subframes.get(key)
+        # Large node sets are rarely met again: not worth keying.
+        key = (item, np.sort(nodes).tobytes()) if nodes.size <= MAX_SUBFRAME_KEY else None
+        hit = self._subframes.get(key) if key is not None else None
         if hit is None:
             hit = self._walker.subtrees_mask_and_events(
                 nodes, self.pda.walled_state(item), lambda: self.pda.pops)
-            self._subframes[key] = hit
-            if len(self._subframes) > MAX_CACHED_SUBFRAMES:
-                self._subframes.popitem(last=False)
+            if key is not None:
+                self._subframes[key] = hit
+                if len(self._subframes) > MAX_CACHED_SUBFRAMES:
+                    self._subframes.popitem(last=False)
         return hit
 
 

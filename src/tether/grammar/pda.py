@@ -316,32 +316,18 @@ class PushdownAutomaton(LazyAutomaton):
         moves = self._item_rows[iid]
         if moves is not None:
             return moves
-        # Sweep the byte axis over the edges' ends: each elementary segment reaches the
-        # union of the closures of the edges covering it.
-        targets = [t for s in self._items[iid] for _, _, t in self._edges[s]]
-        events = sorted([(lo, 1, k) for k, (lo, _, _) in enumerate(
-                            e for s in self._items[iid] for e in self._edges[s])]
-                        + [(hi + 1, -1, k) for k, (_, hi, _) in enumerate(
-                            e for s in self._items[iid] for e in self._edges[s])])
+        # Each elementary segment of the byte axis reaches the union of the closures of
+        # the edges covering it.
         moves: list[tuple[int, int, int]] = []
-        active: dict[int, int] = {}
-        at = 0
-        for where, delta, k in events:
-            if where != at and active:
-                reached: set[int] = set()
-                for a in active:
-                    reached |= self._closure(targets[a])
-                target = self._item(frozenset(reached))
-                if moves and moves[-1][1] == at - 1 and moves[-1][2] == target:
-                    moves[-1] = (moves[-1][0], where - 1, target)
-                else:
-                    moves.append((at, where - 1, target))
-            at = where
-            count = active.get(k, 0) + delta
-            if count:
-                active[k] = count
+        for lo, hi, ends in _segments([e for s in self._items[iid] for e in self._edges[s]]):
+            reached: set[int] = set()
+            for t in ends:
+                reached |= self._closure(t)
+            target = self._item(frozenset(reached))
+            if moves and moves[-1][1] == lo - 1 and moves[-1][2] == target:
+                moves[-1] = (moves[-1][0], hi, target)
             else:
-                del active[k]
+                moves.append((lo, hi, target))
         self._item_rows[iid] = moves
         return moves
 
@@ -548,26 +534,15 @@ class PushdownAutomaton(LazyAutomaton):
         return self._intern(frozenset({self._node(item, WALL)}))
 
     def _fill_row(self, out: np.ndarray, ranges: list[tuple[int, int, int]]) -> None:
-        """Sweep the byte axis: each elementary segment's state is the set of targets of
-        the ranges covering it."""
-        events = sorted([(lo, 1, n) for lo, _, n in ranges]
-                        + [(hi + 1, -1, n) for _, hi, n in ranges])
-        active: dict[int, int] = {}
+        """Each elementary segment of the byte axis goes to the state whose stacks are the
+        targets of the ranges covering it."""
         interned: dict[frozenset[int], int] = {}
-        at = 0
-        for where, delta, node in events:
-            if where != at and active:
-                key = frozenset(active)
-                sid = interned.get(key)
-                if sid is None:
-                    sid = interned[key] = self._intern(key)
-                out[at:where] = sid
-            at = where
-            count = active.get(node, 0) + delta
-            if count:
-                active[node] = count
-            else:
-                del active[node]
+        for lo, hi, nodes in _segments(ranges):
+            key = frozenset(nodes)
+            sid = interned.get(key)
+            if sid is None:
+                sid = interned[key] = self._intern(key)
+            out[lo:hi + 1] = sid
 
     def _compute_row(self, state: int) -> None:
         key = self._keys[state]
@@ -688,6 +663,25 @@ def _lift_groups(grammar: Grammar) -> Grammar:
     if not changed:
         return grammar
     return Grammar(rules, grammar.start, where, grammar.source)
+
+
+def _segments(ranges: list[tuple[int, int, int]]) -> list[tuple[int, int, list[int]]]:
+    """Sweep the byte axis: the elementary segments ``lo..hi`` that some of ``ranges``
+    (``(lo, hi, payload)``) cover, each with the payloads of the ranges covering it."""
+    events = sorted([(lo, 1, x) for lo, _, x in ranges] + [(hi + 1, -1, x) for _, hi, x in ranges])
+    out: list[tuple[int, int, list[int]]] = []
+    active: dict[int, int] = {}
+    at = 0
+    for where, delta, x in events:
+        if where != at and active:
+            out.append((at, where - 1, list(active)))
+        at = where
+        count = active.get(x, 0) + delta
+        if count:
+            active[x] = count
+        else:
+            del active[x]
+    return out
 
 
 def without_direct_left_recursion(grammar: Grammar) -> Grammar:
