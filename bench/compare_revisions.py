@@ -1,0 +1,106 @@
+"""MaskBench mask times of the working tree against a git revision, run side by side.
+
+On a shared machine, runs of one benchmark minutes apart differ by ±25 %: too much to
+tell whether a change to the engine helped. This runs tether's MaskBench method
+(``_maskbench_method.py``, timed) on the same schemas for both sources *at the same
+time*, each pinned to its own core, so both see the same machine. The revision is
+checked out in a temporary git worktree. The two cores of this machine differ by up to
+10 %, so it runs twice, the sources swapping cores. Prints, per run and source, the sum
+and mean of the times between masks (TBM) and the p50 of the time to first mask (TTFM),
+the ratio of the working tree's TBM sum to the revision's and the schemas whose mask
+time changed most; then the ratio both ways (the geometric mean of the two).
+
+    .venv/bin/python bench/compare_revisions.py [--base HEAD] [--sample 200 --seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def worker(src: str, out: str, sample: int, seed: int) -> None:
+    """Time every schema of the sample with tether from ``src``; JSON to ``out``."""
+    sys.path.insert(0, src)
+    from _common import load
+    from _maskbench_method import TetherEngine, run_schema, schema_files
+
+    import tether
+
+    assert Path(tether.__file__).is_relative_to(src), tether.__file__
+    tokenizers = load("smollm2")
+    engine = TetherEngine(tokenizers.tether_vocab)
+    files = schema_files(sample, seed)
+    run_schema(engine, files[0], tokenizers.encode, lambda t: b"")  # compiled code loaded
+    results = {}
+    for path in files:
+        r = run_schema(engine, path, tokenizers.encode, lambda t: b"")
+        results[path.name] = {"tbm": r["tbm_s"], "ttfm": r["ttfm_s"], "status": r["status"]}
+    Path(out).write_text(json.dumps(results))
+
+
+def compare(base: dict, new: dict) -> float:
+    """Print both runs and the largest changes; the ratio of the TBM sums."""
+    for name, runs in (("revision", base), ("working tree", new)):
+        tbm = np.concatenate([r["tbm"] for r in runs.values()] or [[]]) * 1e6
+        ttfm = [r["ttfm"] for r in runs.values() if r["ttfm"] is not None]
+        print(f"{name:>15}: TBM sum {tbm.sum() / 1e6:.2f} s, mean {tbm.mean():.1f} us, "
+              f"p99 {np.percentile(tbm, 99):.0f} us; TTFM p50 {np.median(ttfm) * 1e3:.1f} ms")
+    ratio = sum(sum(r["tbm"]) for r in new.values()) / sum(sum(r["tbm"]) for r in base.values())
+    changes = sorted((sum(new[k]["tbm"]) - sum(base[k]["tbm"]), k) for k in base if k in new)
+    print(f"  working tree / revision, TBM sum: {ratio:.3f}; largest changes (ms): " + ", ".join(
+        f"{k} {d * 1e3:+.0f}" for d, k in changes[:3] + changes[-3:]))
+    return ratio
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", default="HEAD", help="git revision to compare with")
+    parser.add_argument("--sample", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--worker", nargs=2, metavar=("SRC", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(*args.worker, args.sample, args.seed)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "base"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree),
+                        args.base], check=True, capture_output=True)
+        try:
+            def run(core: int, src: Path, out: Path, sample: int) -> subprocess.Popen:
+                return subprocess.Popen(
+                    ["taskset", "-c", str(core), sys.executable, __file__, "--sample",
+                     str(sample), "--seed", str(args.seed), "--worker", str(src / "src"),
+                     str(out)], stderr=subprocess.DEVNULL)
+
+            # A first, untimed pass over a few schemas fills the new worktree's cache of
+            # compiled (numba) code, which the working tree has already.
+            if run(0, tree, Path(tmp) / "warm.json", 10).wait():
+                raise SystemExit("the revision's worker failed")
+            ratios = []
+            for base_core, new_core in ((0, 1), (1, 0)):  # cores differ by up to 10 %
+                outs = [Path(tmp) / "base.json", Path(tmp) / "new.json"]
+                runs = [run(base_core, tree, outs[0], args.sample),
+                        run(new_core, ROOT, outs[1], args.sample)]
+                if any(r.wait() for r in runs):
+                    raise SystemExit("a worker failed")
+                print(f"revision on core {base_core}, working tree on core {new_core}:")
+                ratios.append(compare(*(json.loads(out.read_text()) for out in outs)))
+            print(f"working tree / revision, TBM sum, both ways: "
+                  f"{float(np.sqrt(ratios[0] * ratios[1])):.3f}")
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                            str(tree)], capture_output=True)
+
+
+if __name__ == "__main__":
+    main()
