@@ -75,3 +75,14 @@ def smollm2_vocab(smollm2_gguf: Path):
     from tether.vocab import Vocabulary
 
     return Vocabulary.from_file(smollm2_gguf)
+
+
+@pytest.fixture(scope="session")
+def smollm2_encode(smollm2_gguf: Path):
+    """The real SmolLM2 tokenizer (llama.cpp's, from the same GGUF), no special tokens:
+    text -> token ids."""
+    pytest.importorskip("llama_cpp")
+    from tether.runtime.llama import LlamaModel
+
+    model = LlamaModel(smollm2_gguf, vocab_only=True, n_ctx=512)
+    return lambda text: model.tokenize(text.encode("utf-8"))

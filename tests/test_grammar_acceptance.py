@@ -98,16 +98,6 @@ def _spelled_by_smollm2(text: str) -> bool:
 
 # -- tokenizers ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def smollm2_encode(smollm2_gguf: Path):
-    """The real SmolLM2 tokenizer (llama.cpp's, from the same GGUF), no special tokens."""
-    pytest.importorskip("llama_cpp")
-    from tether.runtime.llama import LlamaModel
-
-    model = LlamaModel(smollm2_gguf, vocab_only=True, n_ctx=512)
-    return lambda text: model.tokenize(text.encode("utf-8"))
-
-
-@pytest.fixture(scope="module")
 def deepseek_vocab(deepseek_tokenizer_json: Path) -> tether.Vocabulary:
     return tether.Vocabulary.from_file(deepseek_tokenizer_json)
 

@@ -37,30 +37,20 @@ STDLIB_MODULES = (
 
 
 @pytest.fixture(scope="module")
-def encode(smollm2_gguf: Path):
-    """The real SmolLM2 tokenizer (llama.cpp's, from the same GGUF), no special tokens."""
-    pytest.importorskip("llama_cpp")
-    from tether.runtime.llama import LlamaModel
-
-    model = LlamaModel(smollm2_gguf, vocab_only=True, n_ctx=512)
-    return lambda text: model.tokenize(text.encode("utf-8"))
-
-
-@pytest.fixture(scope="module")
 def python(smollm2_vocab: tether.Vocabulary) -> tether.Compiled:
     return tether.compile(tether.grammars.python(), smollm2_vocab)
 
 
 # -- real modules, token by token ---------------------------------------------------------
 @pytest.mark.parametrize("name", STDLIB_MODULES)
-def test_stdlib_module_accepted_token_by_token(name: str, python, encode) -> None:
+def test_stdlib_module_accepted_token_by_token(name: str, python, smollm2_encode) -> None:
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         pytest.skip(f"{name} is not a pure-Python module of this interpreter")
     source = Path(spec.origin).read_text(encoding="utf-8")
     assert len(source.splitlines()) >= 200
     matcher = python.matcher()
-    for token in encode(source):
+    for token in smollm2_encode(source):
         try:
             matcher.consume(token)
         except tether.ConstraintViolation:
@@ -290,12 +280,12 @@ def test_fenced_module_is_the_python_grammar(python, python_fenced) -> None:
         assert python_fenced.check(FENCE + text + "```").matches == python.check(text).matches
 
 
-def test_fenced_block_finishes_at_the_closing_fence(python_fenced, encode) -> None:
+def test_fenced_block_finishes_at_the_closing_fence(python_fenced, smollm2_encode) -> None:
     matcher = python_fenced.matcher()
-    for token in encode(FENCE + "def f():\n    return 1\n```"):
+    for token in smollm2_encode(FENCE + "def f():\n    return 1\n```"):
         matcher.consume(token)
     assert matcher.eos_allowed()
-    for token in encode("\n"):
+    for token in smollm2_encode("\n"):
         matcher.consume(token)
     assert matcher.is_finished()
 
