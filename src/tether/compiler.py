@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import replace
 
 from tether.automata.dfa import LazyDFA
 from tether.automata.nfa import build_nfa
@@ -75,6 +76,12 @@ def _grammar_of(constraint: JsonSchema | Grammar) -> GrammarIR:
         from tether.schema import compile_schema
 
         return compile_schema(constraint)
+    grammar = _grammar_text_of(constraint)
+    return replace(grammar, longest=frozenset(constraint.longest)) if constraint.longest \
+        else grammar
+
+
+def _grammar_text_of(constraint: Grammar) -> GrammarIR:
     if constraint.syntax == "gbnf":
         from tether.grammar.gbnf import parse_gbnf
 

@@ -133,6 +133,10 @@ class Grammar:
     ``indent`` (Lark only) turns on the layout markers of
     :mod:`tether.grammar.layout` (``_line``, ``_indent``/``_dedent``,
     ``_open``/``_close``) with this indentation unit, blocks at most ``max_depth`` deep.
+    ``longest`` names rules (in Lark, terminals) matched longest, as a lexer would: such a
+    rule never ends right before a byte it could go on with, so ``NAME NAME`` cannot read
+    ``ab`` as ``a`` then ``b`` — what keeps a grammar without a lexer from splitting
+    identifiers everywhere.
     """
 
     text: str
@@ -140,6 +144,7 @@ class Grammar:
     start: str | None = None
     indent: str | None = None
     max_depth: int = 16
+    longest: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
@@ -149,6 +154,9 @@ class Grammar:
         if self.indent is not None and (self.syntax != "lark" or not self.indent
                                         or self.indent.strip(" \t")):
             raise CompileError("indent needs a Lark grammar and a unit of blanks or tabs")
+        if isinstance(self.longest, str) or not all(isinstance(n, str) for n in self.longest):
+            raise CompileError("longest must be a tuple of rule names")
+        object.__setattr__(self, "longest", tuple(self.longest))
 
 
 def _to_json(value: Any, what: str) -> str:

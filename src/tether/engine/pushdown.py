@@ -37,8 +37,10 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Hashable
+from functools import reduce
 
 import numpy as np
+from numba import njit
 
 from tether.engine.regular import PRECOMPUTE_STATES, SATURATION, RegularCompiled
 from tether.grammar.pda import BOTTOM, MAX_STACK_NODES, PushdownAutomaton
@@ -46,7 +48,8 @@ from tether.vocab import Vocabulary
 
 MAX_CACHED_FRAMES = 8192
 MAX_CACHED_SUBFRAMES = 2048  # (frame, trie nodes) walks kept: a mask each (6 KB at 49k tokens)
-MAX_SUBFRAME_KEY = 1024  # trie nodes beyond which a subtree walk is not cached
+MAX_SUBFRAME_KEY = 1024  # trie nodes beyond which a subtree walk is keyed by a fingerprint
+MAX_LARGE_SUBFRAME_NODES = 4_000_000  # trie nodes (in and out) of large walks kept: 32 MB
 MAX_SHARED_FRAMES = 4096  # leaf-rule frames shared by every grammar of a process
 
 Frame = tuple[np.ndarray, np.ndarray, bool]  # inner mask, trie nodes where it ends, at once
@@ -70,6 +73,9 @@ class PushdownCompiled(RegularCompiled):
         # Per (item set, trie nodes): what it reads below the nodes, where it ends there
         self._subframes: OrderedDict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]] = (
             OrderedDict())
+        self._large_subframes: OrderedDict[tuple[int, ...], tuple[
+            np.ndarray, tuple[np.ndarray, np.ndarray]]] = OrderedDict()
+        self._large_nodes = 0  # trie nodes held by _large_subframes
 
     def precompute(self, deadline: float, max_states: int = PRECOMPUTE_STATES) -> int:
         """Compute the start state's mask (what the user waits for); later masks are
@@ -109,7 +115,7 @@ class PushdownCompiled(RegularCompiled):
         out = []
         for item, parent in self.pda.kernel(state):
             if parent != BOTTOM and self._frame(item)[2]:
-                out.append(self.pda.stack_state(parent))
+                out.append(self.pda.stack_state(self.pda.popped_to(item, parent)))
         return out
 
     def _compose(self, state: int) -> np.ndarray:
@@ -120,22 +126,33 @@ class PushdownCompiled(RegularCompiled):
             if parent == BOTTOM:
                 continue
             if ends_at_once:
-                words |= self.state_mask(self.pda.stack_state(parent)) & self._not_eos
+                parent_state = self.pda.stack_state(self.pda.popped_to(item, parent))
+                words |= self.state_mask(parent_state) & self._not_eos
             if ends.size:
-                self._read_below(ends, parent, words)
+                self._read_below({self.pda.rule_guard(item): ends}, parent, words)
         return words
 
-    def _read_below(self, nodes: np.ndarray, node: int, words: np.ndarray) -> None:
-        """Add to ``words`` the tokens that continue below trie ``nodes`` with the rest
-        read from stack ``node``: frame by frame down the stack (module docstring)."""
-        while nodes.size and node != BOTTOM:
-            item, parent = self.pda.frame_of(node)
-            below, ends = self._subframe(item, nodes)
-            words |= below
-            if self.pda.pops[self.pda.walled_state(item)]:  # ends before reading a byte
-                # (a node in both is walked twice below: the same tokens, no harm)
-                ends = np.concatenate([ends, nodes])
-            nodes, node = ends, parent
+    def _read_below(self, nodes: dict[int, np.ndarray], node: int, words: np.ndarray
+                    ) -> None:
+        """Add to ``words`` the tokens that continue below trie nodes with the rest read
+        from stack ``node``: frame by frame down the stack (module docstring). ``nodes``
+        maps a guard (see :meth:`~tether.grammar.pda.PushdownAutomaton.rule_guard`) to the
+        nodes below which the next frame reads with that guard."""
+        pda = self.pda
+        while nodes and node != BOTTOM:
+            item, parent = pda.frame_of(node)
+            below_nodes: dict[int, list[np.ndarray]] = {}
+            for guard, here in nodes.items():
+                guarded = pda.guarded(item, guard)
+                below, ends = self._subframe(guarded, here)
+                words |= below
+                if ends.size:
+                    below_nodes.setdefault(pda.rule_guard(guarded), []).append(ends)
+                if pda.pops[pda.walled_state(guarded)]:  # ends before reading a byte
+                    below_nodes.setdefault(pda.pop_guard(guarded), []).append(here)
+            # (a node met twice would be walked twice below, and again at every level)
+            nodes = {g: reduce(_union, parts) for g, parts in below_nodes.items()}
+            node = parent
 
     def _frame(self, item: int) -> tuple[np.ndarray, np.ndarray, bool]:
         hit = self._frames.get(item)
@@ -146,6 +163,7 @@ class PushdownCompiled(RegularCompiled):
             if hit is None:
                 walled = self.pda.walled_state(item)
                 inner, ends = self._walker.mask_and_events(walled, lambda: self.pda.pops)
+                ends = np.sort(ends)  # (what _subframe expects of the nodes below)
                 inner.flags.writeable = False
                 hit = (inner, ends, bool(self.pda.pops[walled]))
                 if shared_key is not None:
@@ -156,17 +174,65 @@ class PushdownCompiled(RegularCompiled):
         return hit
 
     def _subframe(self, item: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        # Large node sets are rarely met again: not worth keying.
-        key = (item, np.sort(nodes).tobytes()) if nodes.size <= MAX_SUBFRAME_KEY else None
-        hit = self._subframes.get(key) if key is not None else None
-        if hit is None:
-            hit = self._walker.subtrees_mask_and_events(
-                nodes, self.pda.walled_state(item), lambda: self.pda.pops)
-            if key is not None:
-                self._subframes[key] = hit
+        """What frame ``item`` reads below trie ``nodes`` (sorted, unique): the tokens that
+        continue below them and the nodes (sorted) where it ends there. Cached per (item
+        set, nodes): small sets keyed by their bytes; large ones (an expression may end
+        after nearly any prefix of a token: 96k of the Python grammar's 98k nodes) looked
+        up by a fingerprint and compared, kept while they hold few nodes in all."""
+        if nodes.size <= MAX_SUBFRAME_KEY:
+            key = (item, nodes.tobytes())
+            hit = self._subframes.get(key)
+            if hit is None:
+                hit = self._subframes[key] = self._walk_below(item, nodes)
                 if len(self._subframes) > MAX_CACHED_SUBFRAMES:
                     self._subframes.popitem(last=False)
+            return hit
+        fingerprint = (item, nodes.size, int(nodes[0]), int(nodes[-1]), int(nodes.sum()))
+        entry = self._large_subframes.get(fingerprint)
+        if entry is not None and np.array_equal(entry[0], nodes):
+            self._large_subframes.move_to_end(fingerprint)
+            return entry[1]
+        hit = self._walk_below(item, nodes)
+        self._large_subframes[fingerprint] = (nodes, hit)
+        self._large_nodes += nodes.size + hit[1].size
+        while self._large_nodes > MAX_LARGE_SUBFRAME_NODES and self._large_subframes:
+            kept, (below, ends) = self._large_subframes.popitem(last=False)[1]
+            self._large_nodes -= kept.size + ends.size
         return hit
+
+    def _walk_below(self, item: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        below, ends = self._walker.subtrees_mask_and_events(
+            nodes, self.pda.walled_state(item), lambda: self.pda.pops)
+        below.flags.writeable = False
+        return below, np.sort(ends)
+
+
+@njit(cache=True, nogil=True)
+def _union(a, b):  # pragma: no cover - compiled
+    """The union of two sorted arrays of unique nodes, sorted (a merge)."""
+    out = np.empty(a.size + b.size, dtype=np.int64)
+    i = j = n = 0
+    while i < a.size and j < b.size:
+        if a[i] < b[j]:
+            out[n] = a[i]
+            i += 1
+        elif b[j] < a[i]:
+            out[n] = b[j]
+            j += 1
+        else:
+            out[n] = a[i]
+            i += 1
+            j += 1
+        n += 1
+    while i < a.size:
+        out[n] = a[i]
+        i += 1
+        n += 1
+    while j < b.size:
+        out[n] = b[j]
+        j += 1
+        n += 1
+    return out[:n]
 
 
 def _shared_frame(vocab: Vocabulary, key: Hashable) -> Frame | None:

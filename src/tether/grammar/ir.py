@@ -67,13 +67,16 @@ class Grammar:
     """Named rules (``rules[name]`` is the body) and the start rule.
 
     ``where[name]`` says where a rule is defined (for error messages); ``source`` is the
-    text the grammar came from, if any.
+    text the grammar came from, if any. A rule named in ``longest`` is matched longest, as
+    a lexer matches a token: it never ends right before a byte it could go on with (an
+    identifier does not end inside a longer one), see :mod:`tether.grammar.pda`.
     """
 
     rules: dict[str, Expr]
     start: str
     where: dict[str, int | str] = field(default_factory=dict)
     source: str | None = None
+    longest: frozenset[str] = frozenset()
 
 
 def refs_in(expr: Expr) -> list[Ref]:

@@ -13,6 +13,7 @@ token masks, caches and matchers of :mod:`tether.engine.regular` serve both.
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 
 from tether.automata.dfa import LazyDFA
 from tether.automata.nfa import build_nfa
@@ -26,9 +27,13 @@ MAX_INLINED_SIZE = 200_000  # syntax-tree nodes a grammar may grow to when inlin
 def check_grammar(grammar: Grammar) -> Grammar:
     """Verify the IR invariants and drop rules the start rule cannot reach (with a
     warning naming them). Raises :class:`CompileError` for a missing start rule, an
-    undefined reference or an unproductive rule (one that derives no string)."""
+    undefined reference, an unproductive rule (one that derives no string) or a rule to
+    match longest that is not defined."""
     if grammar.start not in grammar.rules:
         raise CompileError(f"the start rule {grammar.start!r} is not defined",
+                           source=grammar.source)
+    for name in sorted(grammar.longest - grammar.rules.keys()):
+        raise CompileError(f"the rule {name!r} to match longest is not defined",
                            source=grammar.source)
     for name, body in grammar.rules.items():
         for ref in refs_in(body):
@@ -48,7 +53,7 @@ def check_grammar(grammar: Grammar) -> Grammar:
             raise CompileError(f"rule {name!r} derives no string (every alternative needs "
                                "itself or another unproductive rule)",
                                location=grammar.where.get(name), source=grammar.source)
-    return Grammar(rules, grammar.start, dict(grammar.where), grammar.source)
+    return replace(grammar, rules=rules, where=dict(grammar.where))
 
 
 def recursive_rules(grammar: Grammar) -> set[str]:
@@ -103,9 +108,10 @@ def to_automaton(grammar: Grammar, *, pushdown: bool = False
     built once however many times it is used, and masks are composed per rule (see
     :mod:`tether.engine.pushdown`) — the better choice for large structured grammars
     such as JSON Schemas, whose inlined automaton can be huge; such an automaton uses one
-    class per byte, so no class trie is built for it."""
+    class per byte, so no class trie is built for it. Rules matched longest need the
+    pushdown engine too (an inlined rule has no end to restrict)."""
     grammar = check_grammar(grammar)
-    if not pushdown and not recursive_rules(grammar):
+    if not pushdown and not grammar.longest and not recursive_rules(grammar):
         try:
             return LazyDFA(build_nfa(inline(grammar), source=grammar.source),
                            source=grammar.source)

@@ -23,6 +23,10 @@ means viable, as for the DFA. Left recursion would push forever; direct left rec
 cycle is refused at compile time. Stack depth, stack nodes and configurations are
 bounded (:class:`~tether.errors.LimitExceeded`).
 
+A rule of ``grammar.longest`` is matched longest: it never ends right before a byte it could
+go on with. Its end pops to the parent *guarded* — the parent's item set with those bytes
+removed from its moves, until a byte is read (see :meth:`PushdownAutomaton.guarded`).
+
 An :class:`~tether.grammar.ir.AnyOrder` group (members in any order, each at most once)
 becomes a family of rules built on demand, one per reached *state*: the set of members
 written so far and the number of members written in all (counted up to the group's
@@ -50,7 +54,7 @@ import hashlib
 import sys
 from bisect import bisect_right
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -66,6 +70,8 @@ MAX_STACK_NODES = 2_000_000
 MAX_STACK_DEPTH = 2_000
 MAX_EXPANSION = 20_000  # stacks in one configuration
 MAX_NFA_STATES = 500_000
+MAX_LONGEST_ITEMS = 10_000  # item sets of a rule matched longest, enumerated at compile time
+NO_GUARD = -1  # see PushdownAutomaton.rule_guard
 MAX_GROUP_RULES = 500_000  # rules numbered for states of AnyOrder groups
 PENDING = -1  # the rule of a call to a group state not numbered yet (see _group_next)
 MAX_KEYED_RULE_STATES = 50_000  # a leaf rule larger than this gets no content key
@@ -107,8 +113,18 @@ class PushdownAutomaton(LazyAutomaton):
         self._item_accepts: list[bool] = []
         self._item_final: list[bool] = []
         self._closure_memo: dict[int, frozenset[int]] = {}
+        # Guards (byte-class ranges a frame must not read first, see rule_guard) and the
+        # item sets that carry one: the states of a plain item set, fewer moves.
+        self._guards: list[tuple[tuple[int, int], ...]] = []
+        self._guard_ids: dict[tuple[tuple[int, int], ...], int] = {}
+        self._item_guard: list[int] = []
+        self._item_base: list[int] = []
+        self._guarded_ids: dict[tuple[int, int], int] = {}
         for k in range(self._n_static):
             self._rule_start_item[k] = self._item(self._closure(self._rule_start[k]))
+        self._longest = {self._rule_index[name]: self._longest_guard(name)
+                         for name in sorted(grammar.longest)}
+        self._pop_guards: dict[int, int] = {}  # per item set: pop_guard
         # Stack nodes: (item set, parent node) hash-consed, with their depth.
         self._node_ids: dict[tuple[int, int], int] = {}
         self._nodes: list[tuple[int, int]] = []
@@ -289,6 +305,8 @@ class PushdownAutomaton(LazyAutomaton):
         self._items.append(states)
         self._item_rows.append(None)
         self._item_calls.append(None)
+        self._item_guard.append(NO_GUARD)
+        self._item_base.append(iid)
         accepts = not states.isdisjoint(self._accept_states)
         self._item_accepts.append(accepts)
         self._item_final.append(accepts and not any(self._edges[s] or s in self._calls
@@ -315,6 +333,10 @@ class PushdownAutomaton(LazyAutomaton):
         """The byte moves of an item set: disjoint ranges (lo, hi, item set reached)."""
         moves = self._item_rows[iid]
         if moves is not None:
+            return moves
+        if self._item_guard[iid] != NO_GUARD:
+            moves = self._item_rows[iid] = _without(self._item_moves(self._item_base[iid]),
+                                                    self._guards[self._item_guard[iid]])
             return moves
         # Each elementary segment of the byte axis reaches the union of the closures of
         # the edges covering it.
@@ -361,19 +383,20 @@ class PushdownAutomaton(LazyAutomaton):
             node = work.pop()
             item, parent = self._nodes[node]
             pushed = []
+            guard = self._item_guard[item]  # the callee reads first: it inherits the guard
             for rule, cont in self._calls_of(item):
                 below = parent if self._item_final[cont] else self._node(cont, parent)
                 start = self._rule_start_item[rule]
                 if start < 0:  # a group state pushed for the first time
                     start = self._build_group_rule(rule)
-                pushed.append(self._node(start, below))
+                pushed.append(self._node(self.guarded(start, guard), below))
             if self._item_accepts[item]:
                 if parent == BOTTOM:
                     accepts = True
                 elif parent == WALL:
                     pops = True
                 else:
-                    pushed.append(parent)
+                    pushed.append(self.popped_to(item, parent))
             for n in pushed:
                 if n not in seen:
                     seen.add(n)
@@ -471,7 +494,7 @@ class PushdownAutomaton(LazyAutomaton):
         so are the item set's states in it. ``None`` for an item set whose rule calls
         others (what it reads depends on them) or is too large to key."""
         states = self._items[item]
-        if not states:
+        if not states or self._item_guard[item] != NO_GUARD:
             return None
         block = bisect_right(self._block_first, min(states)) - 1
         digest = self._rule_keys.get(block, b"")
@@ -500,6 +523,109 @@ class PushdownAutomaton(LazyAutomaton):
             flat += (t - first for t in eps)
         return hashlib.blake2b(np.asarray(flat, dtype=np.int64).tobytes(),
                                digest_size=16).digest()
+
+    # -- rules matched longest ------------------------------------------------------------
+    # A rule in ``grammar.longest`` never ends right before a byte it could go on with: its
+    # *guard* is the byte classes it may read after a prefix where it may end. A frame of
+    # it that ends pops to its parent *guarded*: the parent's item set with the guard, whose
+    # moves skip the guard's bytes; a guarded frame's calls push guarded callees, and if it
+    # ends before reading a byte its parent is guarded in turn (with both guards). The
+    # first byte read lifts the guard (moves lead to plain item sets).
+    def guarded(self, item: int, guard: int) -> int:
+        """Item set ``item`` with ``guard`` added to its own (``NO_GUARD``: itself)."""
+        if guard == NO_GUARD:
+            return item
+        own = self._item_guard[item]
+        if own != NO_GUARD and own != guard:
+            guard = self._guard(self._guards[own] + self._guards[guard])
+        base = self._item_base[item]
+        gid = self._guarded_ids.get((base, guard))
+        if gid is None:
+            gid = self._guarded_ids[base, guard] = len(self._items)
+            for table in (self._items, self._item_accepts, self._item_final):
+                table.append(table[base])  # type: ignore[attr-defined]
+            self._item_rows.append(None)
+            self._item_calls.append(None)
+            self._item_guard.append(guard)
+            self._item_base.append(base)
+        return gid
+
+    def rule_guard(self, item: int) -> int:
+        """The guard a frame of ``item``'s rule leaves when it ends after reading a byte
+        (``NO_GUARD`` unless the rule is matched longest)."""
+        if not self._longest:
+            return NO_GUARD
+        states = self._items[item]
+        if not states:
+            return NO_GUARD
+        block = bisect_right(self._block_first, min(states)) - 1
+        return self._longest.get(self._block_rule[block], NO_GUARD)
+
+    def pop_guard(self, item: int) -> int:
+        """The guard a frame of ``item`` leaves when it ends before reading a byte: its
+        rule's and its own."""
+        hit = self._pop_guards.get(item)
+        if hit is None:
+            hit = self.rule_guard(item)
+            own = self._item_guard[item]
+            if own != NO_GUARD:
+                hit = own if hit == NO_GUARD else self._guard(self._guards[own]
+                                                             + self._guards[hit])
+            self._pop_guards[item] = hit
+        return hit
+
+    def popped_to(self, item: int, parent: int) -> int:
+        """The stack a frame of ``item`` over ``parent`` leaves when it ends before
+        reading a byte: ``parent``, guarded if ``pop_guard`` says so."""
+        guard = self.pop_guard(item)
+        if guard == NO_GUARD:
+            return parent
+        parent_item, grandparent = self._nodes[parent]
+        return self._node(self.guarded(parent_item, guard), grandparent)
+
+    def _guard(self, ranges: tuple[tuple[int, int], ...]) -> int:
+        """The id of the guard of these class ranges (merged), or NO_GUARD if empty."""
+        merged: list[tuple[int, int]] = []
+        for lo, hi in sorted(ranges):
+            if merged and lo <= merged[-1][1] + 1:
+                merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+            else:
+                merged.append((lo, hi))
+        if not merged:
+            return NO_GUARD
+        key = tuple(merged)
+        gid = self._guard_ids.get(key)
+        if gid is None:
+            gid = self._guard_ids[key] = len(self._guards)
+            self._guards.append(key)
+        return gid
+
+    def _longest_guard(self, name: str) -> int:
+        """The guard of a rule matched longest: the byte classes it may read from an item
+        set where it may end (item sets of the rule enumerated; it must call no rule)."""
+        start = self._rule_start_item[self._rule_index[name]]
+        seen = {start}
+        todo = [start]
+        ranges: list[tuple[int, int]] = []
+        while todo:
+            item = todo.pop()
+            if self._calls_of(item):
+                raise CompileError(f"the rule {name!r} to match longest calls other rules "
+                                   "(only a terminal can be matched longest)",
+                                   location=self.grammar.where.get(name), source=self.source)
+            moves = self._item_moves(item)
+            if self._item_accepts[item]:
+                ranges += ((lo, hi) for lo, hi, _ in moves)
+            for _, _, target in moves:
+                if target not in seen:
+                    if len(seen) >= MAX_LONGEST_ITEMS:
+                        raise LimitExceeded(f"the rule {name!r} to match longest has more "
+                                            f"than {MAX_LONGEST_ITEMS} item sets",
+                                            location=self.grammar.where.get(name),
+                                            source=self.source)
+                    seen.add(target)
+                    todo.append(target)
+        return self._guard(tuple(ranges))
 
     def frame_of(self, node: int) -> tuple[int, int]:
         """The stack ``node`` as (top item set, parent node)."""
@@ -662,7 +788,25 @@ def _lift_groups(grammar: Grammar) -> Grammar:
         sys.setrecursionlimit(limit)
     if not changed:
         return grammar
-    return Grammar(rules, grammar.start, where, grammar.source)
+    return replace(grammar, rules=rules, where=where)
+
+
+def _without(moves: list[tuple[int, int, int]], guard: tuple[tuple[int, int], ...]
+             ) -> list[tuple[int, int, int]]:
+    """``moves`` (disjoint class ranges with targets) without the classes of ``guard``."""
+    out = []
+    for lo, hi, target in moves:
+        for g_lo, g_hi in guard:
+            if g_hi < lo or g_lo > hi:
+                continue
+            if g_lo > lo:
+                out.append((lo, g_lo - 1, target))
+            lo = g_hi + 1
+            if lo > hi:
+                break
+        if lo <= hi:
+            out.append((lo, hi, target))
+    return out
 
 
 def _segments(ranges: list[tuple[int, int, int]]) -> list[tuple[int, int, list[int]]]:
@@ -709,7 +853,7 @@ def without_direct_left_recursion(grammar: Grammar) -> Grammar:
         base = bases[0] if len(bases) == 1 else Alternate(tuple(bases))
         tail = tails[0] if len(tails) == 1 else Alternate(tuple(tails))
         rules[name] = Concat((base, Repeat(tail, 0, None)))
-    return Grammar(rules, grammar.start, dict(grammar.where), grammar.source)
+    return replace(grammar, rules=rules, where=dict(grammar.where))
 
 
 def _split_head(alt: Expr) -> tuple[Expr | None, list[Expr]]:
