@@ -193,6 +193,8 @@ class PushdownCompiled(RegularCompiled):
             self._large_subframes.move_to_end(fingerprint)
             return entry[1]
         hit = self._walk_below(item, nodes)
+        if entry is not None:  # another set with the same fingerprint: replaced
+            self._large_nodes -= entry[0].size + entry[1][1].size
         self._large_subframes[fingerprint] = (nodes, hit)
         self._large_nodes += nodes.size + hit[1].size
         while self._large_nodes > MAX_LARGE_SUBFRAME_NODES and self._large_subframes:

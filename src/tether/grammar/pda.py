@@ -535,9 +535,7 @@ class PushdownAutomaton(LazyAutomaton):
         """Item set ``item`` with ``guard`` added to its own (``NO_GUARD``: itself)."""
         if guard == NO_GUARD:
             return item
-        own = self._item_guard[item]
-        if own != NO_GUARD and own != guard:
-            guard = self._guard(self._guards[own] + self._guards[guard])
+        guard = self._both_guards(self._item_guard[item], guard)
         base = self._item_base[item]
         gid = self._guarded_ids.get((base, guard))
         if gid is None:
@@ -566,12 +564,8 @@ class PushdownAutomaton(LazyAutomaton):
         rule's and its own."""
         hit = self._pop_guards.get(item)
         if hit is None:
-            hit = self.rule_guard(item)
-            own = self._item_guard[item]
-            if own != NO_GUARD:
-                hit = own if hit == NO_GUARD else self._guard(self._guards[own]
-                                                             + self._guards[hit])
-            self._pop_guards[item] = hit
+            hit = self._pop_guards[item] = self._both_guards(self._item_guard[item],
+                                                             self.rule_guard(item))
         return hit
 
     def popped_to(self, item: int, parent: int) -> int:
@@ -582,6 +576,14 @@ class PushdownAutomaton(LazyAutomaton):
             return parent
         parent_item, grandparent = self._nodes[parent]
         return self._node(self.guarded(parent_item, guard), grandparent)
+
+    def _both_guards(self, a: int, b: int) -> int:
+        """The guard of the bytes of guards ``a`` and ``b``."""
+        if a in (NO_GUARD, b):
+            return b
+        if b == NO_GUARD:
+            return a
+        return self._guard(self._guards[a] + self._guards[b])
 
     def _guard(self, ranges: tuple[tuple[int, int], ...]) -> int:
         """The id of the guard of these class ranges (merged), or NO_GUARD if empty."""
