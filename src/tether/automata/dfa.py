@@ -13,7 +13,8 @@ other than ``DEAD`` can still reach an accepting state — so "not DEAD" means "
 some string of the language".
 
 The table is a numpy array that may be reallocated as it grows: read ``dfa.table`` after
-calling :meth:`LazyDFA.ensure_rows`.
+calling :meth:`LazyDFA.ensure_rows`. Its rows past the last state (``n_states``) are
+unset.
 """
 
 from __future__ import annotations
@@ -119,10 +120,13 @@ class LazyAutomaton(ABC):
                 f"the constraint's automaton needs more than {self.max_states} states",
                 location=1 if self.source is not None else None, source=self.source)
         if sid >= self.table.shape[0]:
-            grow = self.table.shape[0]
-            self.table = np.vstack(
-                [self.table, np.full((grow, self.n_classes), UNKNOWN, dtype=np.int32)])
-            self.accepting = np.concatenate([self.accepting, np.zeros(grow, dtype=bool)])
+            # Rows past the last state are left unwritten (np.empty: pages untouched until
+            # used; a large table doubling took 100 ms filled) and set as states come.
+            grown = np.empty((2 * sid, self.n_classes), dtype=np.int32)
+            grown[:sid] = self.table
+            self.table = grown
+            self.accepting = np.concatenate([self.accepting, np.zeros(sid, dtype=bool)])
+        self.table[sid] = UNKNOWN
         self._ids[key] = sid
         self._keys.append(key)
         self._on_new_state(sid, key)
@@ -134,48 +138,68 @@ class LazyAutomaton(ABC):
 
 
 class LazyDFA(LazyAutomaton):
-    """Subset construction on demand over a trimmed NFA (see the module docstring)."""
+    """Subset construction on demand over a trimmed NFA (see the module docstring).
+
+    A state's key is its set of NFA states as a sorted tuple: tuples of numbers leave the
+    cyclic garbage collector's lists once it has seen them (frozensets never do), and
+    long-lived automata hold many keys."""
 
     def __init__(self, nfa: Nfa, *, max_states: int = MAX_DFA_STATES,
                  source: str | None = None) -> None:
         self._accept = nfa.accept
         self._eps = nfa.eps
         class_of_byte, n_classes = byte_classes(nfa.edges)
-        super().__init__(class_of_byte, n_classes, frozenset(), max_states=max_states,
-                         source=source)
+        super().__init__(class_of_byte, n_classes, (), max_states=max_states, source=source)
         # Per NFA state: its edges in class units (lo_class, hi_class, target).
         cls = self.class_of_byte
         self._class_edges = [[(int(cls[lo]), int(cls[hi]), t) for lo, hi, t in edges]
                              for edges in nfa.edges]
-        self._closure_memo: dict[int, frozenset[int]] = {}
+        self._closure_memo: dict[int, tuple[int, ...]] = {}
         self.start = self._intern(self._closure(nfa.start))
 
     def _accepts(self, key: Hashable) -> bool:
         return self._accept in key  # type: ignore[operator]
 
-    def _closure(self, nfa_state: int) -> frozenset[int]:
+    def _closure(self, nfa_state: int) -> tuple[int, ...]:
         memo = self._closure_memo.get(nfa_state)
         if memo is None:
-            memo = self._closure_memo[nfa_state] = epsilon_closure(
-                self._eps, nfa_state, lambda s: bool(self._class_edges[s]) or s == self._accept)
+            memo = self._closure_memo[nfa_state] = tuple(sorted(epsilon_closure(
+                self._eps, nfa_state, lambda s: bool(self._class_edges[s]) or s == self._accept)))
         return memo
 
     def _compute_row(self, state: int) -> None:
-        buckets: list[set[int]] = [set() for _ in range(self.n_classes)]
-        for s in self._keys[state]:  # type: ignore[attr-defined]
-            for lo, hi, t in self._class_edges[s]:
-                closure = self._closure(t)
-                for c in range(lo, hi + 1):
-                    buckets[c].update(closure)
-        row = np.empty(self.n_classes, dtype=np.int32)
-        interned: dict[frozenset[int], int] = {}
-        for c, bucket in enumerate(buckets):
-            key = frozenset(bucket)
+        row = [DEAD] * self.n_classes
+        edges = [e for s in self._keys[state] for e in self._class_edges[s]]  # type: ignore[attr-defined]
+        interned: dict[tuple[int, ...], int] = {}
+        for lo, hi, targets in segments(edges):
+            if len(targets) == 1:
+                key = self._closure(targets[0])
+            else:
+                reached: set[int] = set()
+                for t in targets:
+                    reached.update(self._closure(t))
+                key = tuple(sorted(reached))
             sid = interned.get(key)
             if sid is None:
                 sid = interned[key] = self._intern(key)
-            row[c] = sid
+            row[lo:hi + 1] = [sid] * (hi + 1 - lo)
         self.table[state] = row
+
+
+def segments(ranges: list[tuple[int, int, int]]) -> list[tuple[int, int, list[int]]]:
+    """Sweep the byte (or class) axis: the elementary segments ``lo..hi`` that some of
+    ``ranges`` (``(lo, hi, payload)``) cover, each with the payloads of the ranges
+    covering it (a payload may be listed twice)."""
+    if len(ranges) == 1:
+        lo, hi, x = ranges[0]
+        return [(lo, hi, [x])]
+    cuts = sorted({lo for lo, _, _ in ranges} | {hi + 1 for _, hi, _ in ranges})
+    index = {c: k for k, c in enumerate(cuts)}
+    covering: list[list[int]] = [[] for _ in range(len(cuts) - 1)]
+    for lo, hi, x in ranges:
+        for k in range(index[lo], index[hi + 1]):
+            covering[k].append(x)
+    return [(cuts[k], cuts[k + 1] - 1, xs) for k, xs in enumerate(covering) if xs]
 
 
 def epsilon_closure(eps: list[list[int]], state: int,

@@ -119,16 +119,14 @@ class TrieWalker:
                 noted[found] = False
                 return words, reached, found
             if n_missing > _MAX_MISSING:  # too many to resume: build them, walk again
-                self.dfa.ensure_rows(np.unique(missing[:, 1]).tolist())
+                self.dfa.ensure_rows(_distinct_states(missing[:, 1], table.shape[0]).tolist())
                 continue
             pending = missing[:n_missing]
-            self.dfa.ensure_rows(np.unique(pending[:, 1]).tolist())
+            self.dfa.ensure_rows(_distinct_states(pending[:, 1], table.shape[0]).tolist())
             # The walk will read on below each pending node that has children, from the
             # state it moves to: build those rows now rather than in one more round.
-            inner = pending[trie.size[pending[:, 0]] > 1]
-            table = self.dfa.table
-            after = table[inner[:, 1], trie.node_class[inner[:, 0]]]
-            self.dfa.ensure_rows(np.unique(after[after > DEAD]).tolist())
+            self.dfa.ensure_rows(_states_below(self.dfa.table, trie.node_class, trie.size,
+                                               pending).tolist())
             lo = pending[:, 0].copy()
             hi = lo + trie.size[lo]
             st = pending[:, 1].copy()
@@ -309,6 +307,8 @@ def _warm_up() -> None:
           np.empty((1, 2), dtype=np.int64), _NO_FLAGS, _NO_FLAGS, _NO_EVENTS, _NO_FLAGS,
           np.zeros(1, dtype=np.int64))
     _below_ranges(empty, np.ones(1, dtype=np.int64), 0)
+    _distinct_states(empty, 1)
+    _states_below(table, np.zeros(1, dtype=np.int32), empty, np.empty((0, 2), dtype=np.int64))
     _merge_paths(np.array([-1], dtype=np.int64), np.zeros(1, dtype=np.int32),
                  np.array([0, 1, 1], dtype=np.int64), 1)
     _group_tokens(empty, empty, 1)
@@ -319,6 +319,40 @@ _MAX_MISSING = 1 << 14  # unbuilt transitions a walk can note to resume from
 _MAX_EVENTS = 1 << 16  # flagged trie nodes a walk can note (beyond: walked again, noted)
 _NO_FLAGS = np.zeros(0, dtype=np.bool_)
 _NO_EVENTS = np.zeros(0, dtype=np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _distinct_states(states, n_states):  # pragma: no cover - compiled
+    """The distinct values of ``states`` (all below ``n_states``), in order of first
+    appearance."""
+    seen = np.zeros(n_states, dtype=np.bool_)
+    out = np.empty(states.size, dtype=np.int64)
+    n = 0
+    for k in range(states.size):
+        s = states[k]
+        if not seen[s]:
+            seen[s] = True
+            out[n] = s
+            n += 1
+    return out[:n]
+
+
+@njit(cache=True, nogil=True)
+def _states_below(table, node_class, size, pending):  # pragma: no cover - compiled
+    """The distinct live states that the (node, state before it) pairs of ``pending``
+    move to, for nodes with children: where the resumed walk reads on."""
+    seen = np.zeros(table.shape[0], dtype=np.bool_)
+    out = np.empty(pending.shape[0], dtype=np.int64)
+    n = 0
+    for k in range(pending.shape[0]):
+        node = pending[k, 0]
+        if size[node] > 1:
+            s = table[pending[k, 1], node_class[node]]
+            if s > DEAD and not seen[s]:
+                seen[s] = True
+                out[n] = s
+                n += 1
+    return out[:n]
 
 
 @njit(cache=True, nogil=True)

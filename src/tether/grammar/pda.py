@@ -10,10 +10,12 @@ rule pushes the callee's start (with the caller's frame already advanced past th
 below it), and a frame whose rule may end pops. A call in tail position does not grow
 the stack, so right recursion and repetition run in constant depth.
 
-:class:`PushdownAutomaton` interns configurations as the states of a
-:class:`~tether.automata.dfa.LazyAutomaton`: the token masks, caches, forced bytes and
-matchers built for regular constraints serve grammars unchanged, and masks are cached
-per configuration, i.e. per (parser stack, position in the current rule).
+:class:`PushdownAutomaton` interns configurations (keyed by their stack nodes as a sorted
+tuple) as the states of a :class:`~tether.automata.dfa.LazyAutomaton`: the token masks,
+caches, forced bytes and matchers built for regular constraints serve grammars unchanged,
+and masks are cached per configuration, i.e. per (parser stack, position in the current
+rule). A configuration's row is composed from per-stack-node pieces cached per node: the
+stacks it expands to (:meth:`PushdownAutomaton._expansion`) and each stack's own moves.
 
 Invariants: every rule derives some string and every NFA state that can be in a frame
 reaches its rule's end (:func:`tether.grammar.lower.check_grammar` and trimming), so a
@@ -39,7 +41,7 @@ members left fit under ``max_count``, ``min_count`` can be reached), so every ru
 family derives some string and the invariants above hold for it. A state's rule is
 numbered (with its nullability, known in closed form) when a call of it is first looked
 at (:meth:`PushdownAutomaton._calls_of`) and built when first pushed
-(:meth:`PushdownAutomaton._expand`), after the rules of the grammar, so only reached
+(:meth:`PushdownAutomaton._expansion`), after the rules of the grammar, so only reached
 states are ever built: an object of 40 optional properties builds as many rules as the
 orders written so far reach, not 2^40. Members are rules of
 their own (a part of a group that is not a reference gets a rule, named after its
@@ -58,7 +60,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tether.automata.dfa import DEAD, LazyAutomaton, epsilon_closure
+from tether.automata.dfa import DEAD, LazyAutomaton, epsilon_closure, segments
 from tether.automata.dfa import byte_classes as partition_bytes
 from tether.automata.nfa import _Builder, trim_moves
 from tether.automata.regex_ast import Alternate, Concat, Repeat
@@ -103,7 +105,7 @@ class PushdownAutomaton(LazyAutomaton):
                             for lo, hi, t in edges] for edges in self._edges]
         else:
             class_of_byte, n_classes = np.arange(256, dtype=np.int32), 256
-        super().__init__(class_of_byte, n_classes, frozenset(), max_states=max_states,
+        super().__init__(class_of_byte, n_classes, (), max_states=max_states,
                          source=grammar.source)
         # Item sets (frames): interned closed sets of NFA states of one rule.
         self._item_ids: dict[frozenset[int], int] = {}
@@ -129,14 +131,15 @@ class PushdownAutomaton(LazyAutomaton):
         self._node_ids: dict[tuple[int, int], int] = {}
         self._nodes: list[tuple[int, int]] = []
         self._depth: list[int] = []
-        self._expanded: dict[frozenset[int], tuple[tuple[int, ...], bool, bool]] = {}
+        self._expanded: dict[int, tuple[int, ...]] = {}  # per node: _expansion
+        self._moves: dict[int, tuple[tuple[int, int, int], ...]] = {}  # per node: _node_moves
         self._ends: dict[int, tuple[bool, bool]] = {}
         self._can_end: dict[int, bool] = {}  # per item set: _item_can_end
         self._stack_states: dict[int, int] = {}  # node -> the state of that stack alone
         self._rule_keys: dict[int, bytes | None] = {}  # per NFA block: _leaf_rule_digest
         self.pops = np.zeros(self.accepting.size, dtype=bool)
         root = self._rule_index[grammar.start]
-        self.start = self._intern(frozenset({self._node(self._rule_start_item[root], BOTTOM)}))
+        self.start = self._intern((self._node(self._rule_start_item[root], BOTTOM),))
 
     # -- the NFA of all rules ------------------------------------------------------------
     def _build_nfa(self, grammar: Grammar) -> None:
@@ -341,11 +344,14 @@ class PushdownAutomaton(LazyAutomaton):
         # Each elementary segment of the byte axis reaches the union of the closures of
         # the edges covering it.
         moves: list[tuple[int, int, int]] = []
-        for lo, hi, ends in _segments([e for s in self._items[iid] for e in self._edges[s]]):
-            reached: set[int] = set()
-            for t in ends:
-                reached |= self._closure(t)
-            target = self._item(frozenset(reached))
+        for lo, hi, ends in segments([e for s in self._items[iid] for e in self._edges[s]]):
+            if len(ends) == 1:
+                target = self._item(self._closure(ends[0]))
+            else:
+                reached: set[int] = set()
+                for t in ends:
+                    reached |= self._closure(t)
+                target = self._item(frozenset(reached))
             if moves and moves[-1][1] == lo - 1 and moves[-1][2] == target:
                 moves[-1] = (moves[-1][0], hi, target)
             else:
@@ -372,16 +378,17 @@ class PushdownAutomaton(LazyAutomaton):
         self._depth.append(depth)
         return nid
 
-    def _expand(self, kernel: frozenset[int]) -> tuple[tuple[int, ...], bool, bool]:
-        """The stacks a configuration stands for once every possible call is pushed and
-        every possible return popped; whether it accepts (the start rule may end with
-        nothing below it) and whether it pops (a frame may end onto a ``WALL``)."""
-        seen = set(kernel)
-        work = list(kernel)
-        accepts = pops = False
+    def _expansion(self, node: int) -> tuple[int, ...]:
+        """The stacks stack ``node`` stands for once every possible call is pushed and
+        every possible return popped (itself included; cached per node, so a
+        configuration's expansion is the union of its stacks')."""
+        hit = self._expanded.get(node)
+        if hit is not None:
+            return hit
+        seen = {node}
+        work = [node]
         while work:
-            node = work.pop()
-            item, parent = self._nodes[node]
+            item, parent = self._nodes[work.pop()]
             pushed = []
             guard = self._item_guard[item]  # the callee reads first: it inherits the guard
             for rule, cont in self._calls_of(item):
@@ -390,13 +397,8 @@ class PushdownAutomaton(LazyAutomaton):
                 if start < 0:  # a group state pushed for the first time
                     start = self._build_group_rule(rule)
                 pushed.append(self._node(self.guarded(start, guard), below))
-            if self._item_accepts[item]:
-                if parent == BOTTOM:
-                    accepts = True
-                elif parent == WALL:
-                    pops = True
-                else:
-                    pushed.append(self.popped_to(item, parent))
+            if parent >= 0 and self._item_accepts[item]:
+                pushed.append(self.popped_to(item, parent))
             for n in pushed:
                 if n not in seen:
                     seen.add(n)
@@ -405,19 +407,23 @@ class PushdownAutomaton(LazyAutomaton):
                         raise LimitExceeded(
                             f"the grammar is too ambiguous here: more than {MAX_EXPANSION} "
                             "parse stacks at once", source=self.source)
-        return tuple(sorted(seen)), accepts, pops
+        hit = self._expanded[node] = tuple(sorted(seen))
+        return hit
 
-    def _expansion(self, kernel: frozenset[int]) -> tuple[tuple[int, ...], bool, bool]:
-        hit = self._expanded.get(kernel)
+    def _node_moves(self, node: int) -> tuple[tuple[int, int, int], ...]:
+        """The byte moves of stack ``node``'s top frame alone: (lo, hi, stack reached)."""
+        hit = self._moves.get(node)
         if hit is None:
-            hit = self._expanded[kernel] = self._expand(kernel)
+            item, parent = self._nodes[node]
+            hit = self._moves[node] = tuple((lo, hi, self._node(moved, parent))
+                                            for lo, hi, moved in self._item_moves(item))
         return hit
 
     def _node_ends(self, node: int) -> tuple[bool, bool]:
         """Whether the stack ``node`` can end without reading a byte — onto the bottom
         (the text may stop here) or onto a ``WALL`` (the walled frame may end here).
 
-        Cheaper than :meth:`_expand`: a frame that can end (:meth:`_item_can_end`) hands
+        Cheaper than :meth:`_expansion`: a frame that can end (:meth:`_item_can_end`) hands
         the question to its parent; nothing is pushed. Cached per node."""
         chain = []
         n = node
@@ -653,54 +659,45 @@ class PushdownAutomaton(LazyAutomaton):
         """The state whose only stack is ``node``."""
         sid = self._stack_states.get(node)
         if sid is None:
-            sid = self._stack_states[node] = self._intern(frozenset((node,)))
+            sid = self._stack_states[node] = self._intern((node,))
         return sid
 
     def walled_state(self, item: int) -> int:
         """The state of a frame ``item`` standing on a ``WALL``: the walks from it are
         what the frame reads by itself, and its ``pops`` flags say where it may end."""
-        return self._intern(frozenset({self._node(item, WALL)}))
-
-    def _fill_row(self, out: np.ndarray, ranges: list[tuple[int, int, int]]) -> None:
-        """Each elementary segment of the byte axis goes to the state whose stacks are the
-        targets of the ranges covering it."""
-        interned: dict[frozenset[int], int] = {}
-        for lo, hi, nodes in _segments(ranges):
-            key = frozenset(nodes)
-            sid = interned.get(key)
-            if sid is None:
-                sid = interned[key] = self._intern(key)
-            out[lo:hi + 1] = sid
+        return self._intern((self._node(item, WALL),))
 
     def _compute_row(self, state: int) -> None:
         key = self._keys[state]
-        out = np.full(self.n_classes, DEAD, dtype=np.int32)
         if len(key) == 1:  # type: ignore[arg-type]
             (node,) = key  # type: ignore[misc]
-            item, parent = self._nodes[node]
-            if not self._calls_of(item) and not (self._item_accepts[item] and parent >= 0):
-                # One frame that neither calls nor returns into a parent: its moves alone
-                for lo, hi, moved in self._item_moves(item):
-                    out[lo:hi + 1] = self.stack_state(self._node(moved, parent))
-                self.table[state] = out
-                return
-        stacks = self._expansion(key)[0]  # type: ignore[arg-type]
-        node_ids = self._node_ids
-        ranges: list[tuple[int, int, int]] = []
-        for node in stacks:
-            item, parent = self._nodes[node]
-            for lo, hi, moved in self._item_moves(item):
-                nxt = node_ids.get((moved, parent))
-                if nxt is None:
-                    nxt = self._node(moved, parent)
-                ranges.append((lo, hi, nxt))
-        if len(ranges) == 1:
-            lo, hi, nxt = ranges[0]
-            out[lo:hi + 1] = self.stack_state(nxt)
-        elif ranges:
-            # Sweep the byte axis: each elementary segment's kernel is the set of targets
-            # of the ranges covering it.
-            self._fill_row(out, ranges)
+            stacks = self._expansion(node)
+        else:
+            expanded: set[int] = set()
+            for node in key:  # type: ignore[attr-defined]
+                expanded.update(self._expansion(node))
+            if len(expanded) > MAX_EXPANSION:
+                raise LimitExceeded(f"the grammar is too ambiguous here: more than "
+                                    f"{MAX_EXPANSION} parse stacks at once", source=self.source)
+            stacks = tuple(expanded)
+        out = [DEAD] * self.n_classes  # (list slices: cheaper than many numpy ones)
+        if len(stacks) == 1:
+            for lo, hi, nxt in self._node_moves(stacks[0]):
+                out[lo:hi + 1] = [self.stack_state(nxt)] * (hi + 1 - lo)
+        else:
+            # Each elementary segment of the byte axis goes to the state whose stacks are
+            # the targets of the moves covering it.
+            moves = [m for n in stacks for m in self._node_moves(n)]
+            interned: dict[tuple[int, ...], int] = {}
+            for lo, hi, nodes in segments(moves):
+                if len(nodes) == 1:
+                    sid = self.stack_state(nodes[0])
+                else:
+                    kernel = tuple(sorted(set(nodes)))
+                    sid = interned.get(kernel)
+                    if sid is None:
+                        sid = interned[kernel] = self._intern(kernel)
+                out[lo:hi + 1] = [sid] * (hi + 1 - lo)
         self.table[state] = out
 
 
@@ -808,25 +805,6 @@ def _without(moves: list[tuple[int, int, int]], guard: tuple[tuple[int, int], ..
                 break
         if lo <= hi:
             out.append((lo, hi, target))
-    return out
-
-
-def _segments(ranges: list[tuple[int, int, int]]) -> list[tuple[int, int, list[int]]]:
-    """Sweep the byte axis: the elementary segments ``lo..hi`` that some of ``ranges``
-    (``(lo, hi, payload)``) cover, each with the payloads of the ranges covering it."""
-    events = sorted([(lo, 1, x) for lo, _, x in ranges] + [(hi + 1, -1, x) for _, hi, x in ranges])
-    out: list[tuple[int, int, list[int]]] = []
-    active: dict[int, int] = {}
-    at = 0
-    for where, delta, x in events:
-        if where != at and active:
-            out.append((at, where - 1, list(active)))
-        at = where
-        count = active.get(x, 0) + delta
-        if count:
-            active[x] = count
-        else:
-            del active[x]
     return out
 
 
