@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import jsonschema
+import numpy as np
 import pytest
 
 import tether
@@ -355,3 +356,53 @@ def test_combinator_blow_up_is_a_located_limit() -> None:
     with pytest.raises(tether.LimitExceeded) as error:
         compile_schema(tether.JsonSchema(schema))
     assert error.value.location.startswith("/oneOf/")
+
+
+_OBJECTS = [
+    {"type": "object", "properties": {"name": {"type": "string"}, "names": {"type": "integer"},
+                                      "id": {"type": "integer"}, "ünï": {"type": "null"},
+                                      "a\\b": {"type": "null"}, "": {"type": "null"}}},
+    {"type": "object", "properties": {"x": {"type": "integer"}},
+     "additionalProperties": {"type": "boolean"}},
+]
+_INSTANCES = [{}, {"name": "n", "id": 3}, {"names": 1, "nam": True, "nameless": 0},
+              {"ünï": None, "ü": 1, "a\\b": None, "a\\": 2, "": None},
+              {"x": 1, "id": True, "xx": False, "y": True}, {"idid": 4, "i": 5, "d": 6}]
+
+
+def test_frames_of_key_states_derived_from_the_free_key_state(smollm2_vocab, smollm2_encode,
+                                                              monkeypatch) -> None:
+    """An object's extra keys (any string but its properties' names) are masked from the
+    state after a character no name starts with, less the names' ends: every mask along
+    every instance equals the mask walked directly."""
+    from tether.compiler import clear_cache
+    from tether.grammar.pda import PushdownAutomaton
+
+    validator = jsonschema.Draft202012Validator
+    walks = [(schema, text, smollm2_encode(text))
+             for schema in _OBJECTS for instance in _INSTANCES
+             if validator(schema).is_valid(instance)
+             for text in (json.dumps(instance, ensure_ascii=False),
+                          json.dumps(instance))]  # (also \\u escapes of non-ASCII)
+
+    def masks() -> list[list[np.ndarray]]:
+        clear_cache()
+        out = []
+        for schema, _, tokens in walks:
+            matcher = tether.compile(tether.JsonSchema(schema), smollm2_vocab).matcher()
+            seen = []
+            for token in tokens:
+                seen.append(matcher.mask().copy())
+                if not matcher.allowed(token):
+                    break
+                matcher.consume(token)
+            out.append(seen)
+        return out
+
+    derived = masks()
+    monkeypatch.setattr(PushdownAutomaton, "frame_exception", lambda self, item: None)
+    walked = masks()
+    for (schema, text, _), a, b in zip(walks, derived, walked, strict=True):
+        assert len(a) == len(b), text
+        for k, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert np.array_equal(x, y), (schema, text, k)

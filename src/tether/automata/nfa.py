@@ -72,6 +72,9 @@ class _Builder:
         self.max_states = max_states
         self.source = source
         self.where = 1  # column of the node being built, for the size error
+        # Per copied automaton with exceptions, by its first NFA state: the automaton's
+        # state each of its NFA states stands for.
+        self.copied_states: dict[int, np.ndarray] = {}
 
     def new(self) -> int:
         if len(self.edges) >= self.max_states:
@@ -164,6 +167,8 @@ class _Builder:
             alive[node.start] = True
             edges = edges[:0]
         new_id = np.cumsum(alive) - 1 + base
+        if node.exceptions is not None:
+            self.copied_states[base] = np.flatnonzero(alive)
         edges = edges[np.argsort(edges[:, 0], kind="stable")]
         n = int(alive.sum())
         moves = list(zip(edges[:, 1].tolist(), edges[:, 2].tolist(),

@@ -60,6 +60,7 @@ class Automaton:
     ``(src, byte_lo, byte_hi, dst)`` rows; the language is the byte strings leading from
     ``start`` to a state of ``accepting``. Compared by identity (it can be large).
     ``pos`` locates it for error messages (a JSON pointer for schema values).
+    ``exceptions``: states that read like another one but for a few strings, if known.
     """
 
     n_states: int
@@ -67,6 +68,17 @@ class Automaton:
     start: int
     accepting: tuple[int, ...]
     pos: int | str = 0
+    exceptions: Exceptions | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Exceptions:
+    """States of an :class:`Automaton` that read like another state of it but for a few
+    strings: from state ``q`` (a key of ``like``) every byte string is read as from
+    ``like[q]`` except a few (a prefix of a word from ``q`` is one from ``like[q]`` too),
+    so what ``q`` reads is found by reading both in step where they differ."""
+
+    like: dict[int, int]
 
 
 Node = CharSet | Concat | Alternate | Repeat | Anchor | Automaton

@@ -28,7 +28,11 @@ A frame of a rule that calls no other rule (a JSON string, a number, an enum) re
 same in every grammar that has the same rule, so its walk is also shared across compiled
 constraints of one vocabulary, keyed by a digest of the rule's automaton
 (:meth:`~tether.grammar.pda.PushdownAutomaton.leaf_frame_key`; bounded, LRU): the
-schemas a server compiles share their plain strings and numbers.
+schemas a server compiles share their plain strings and numbers. And the frame of an
+automaton state that reads like another state of its rule but for a few strings
+(:class:`~tether.automata.regex_ast.Exceptions`: an object's extra keys while they spell
+the start of a declared name) is derived from that state's frame: the two are read in
+step over the trie only where they differ (:meth:`PushdownCompiled._frame_except`).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from functools import reduce
 import numpy as np
 from numba import njit
 
+from tether.engine import bitmask
 from tether.engine.regular import PRECOMPUTE_STATES, SATURATION, RegularCompiled
 from tether.grammar.pda import BOTTOM, MAX_STACK_NODES, PushdownAutomaton
 from tether.vocab import Vocabulary
@@ -157,21 +162,72 @@ class PushdownCompiled(RegularCompiled):
     def _frame(self, item: int) -> tuple[np.ndarray, np.ndarray, bool]:
         hit = self._frames.get(item)
         if hit is None:
-            shared_key = self.pda.leaf_frame_key(item)
-            if shared_key is not None:
-                hit = _shared_frame(self.vocab, shared_key)
+            like = self.pda.frame_exception(item)
+            if like is not None:
+                hit = self._frame_except(item, like)
             if hit is None:
-                walled = self.pda.walled_state(item)
-                inner, ends = self._walker.mask_and_events(walled, lambda: self.pda.pops)
-                ends = np.sort(ends)  # (what _subframe expects of the nodes below)
-                inner.flags.writeable = False
-                hit = (inner, ends, bool(self.pda.pops[walled]))
+                shared_key = self.pda.leaf_frame_key(item)
                 if shared_key is not None:
-                    _share_frame(self.vocab, shared_key, hit)
+                    hit = _shared_frame(self.vocab, shared_key)
+                if hit is None:
+                    walled = self.pda.walled_state(item)
+                    inner, ends = self._walker.mask_and_events(walled, lambda: self.pda.pops)
+                    ends = np.sort(ends)  # (what _subframe expects of the nodes below)
+                    inner.flags.writeable = False
+                    hit = (inner, ends, bool(self.pda.pops[walled]))
+                    if shared_key is not None:
+                        _share_frame(self.vocab, shared_key, hit)
             self._frames[item] = hit
             if len(self._frames) > MAX_CACHED_FRAMES:
                 self._frames.popitem(last=False)
         return hit
+
+    def _frame_except(self, item: int, like: int) -> Frame | None:
+        """The frame of ``item`` from that of ``like``, which reads what ``item`` reads
+        but for a few strings: both read in step over the trie where they differ; the
+        subtrees ``item`` cannot read are taken out of ``like``'s frame (their tokens
+        and ends), and so are the ends where only ``like`` may end. None if ``item``
+        reads a string ``like`` does not, or ends where it does not."""
+        pda, trie = self.pda, self._walker.trie
+        if pda.item_accepts(item) != pda.item_accepts(like):
+            return None
+        size, byte = trie.size, trie.node_class
+        lost: list[int] = []  # subtrees item cannot read
+        not_ends: list[int] = []  # nodes where like ends and item does not
+        todo = [(0, item, like)]
+        while todo:
+            node, a, b = todo.pop()
+            row_a, row_b = pda.item_row(a), pda.item_row(b)
+            child, end = node + 1, node + int(size[node])
+            while child < end:
+                c = int(byte[child])
+                x, y = row_a[c], row_b[c]
+                if x < 0 or y < 0:
+                    if y < 0 <= x:
+                        return None
+                    if x < 0 <= y:
+                        lost.append(child)
+                elif x != y:
+                    if pda.item_accepts(x) != pda.item_accepts(y):
+                        if pda.item_accepts(x):
+                            return None
+                        not_ends.append(child)
+                    if size[child] > 1:
+                        todo.append((child, x, y))
+                child += int(size[child])
+        inner, ends, at_once = self._frame(like)
+        if lost:
+            first = np.array(sorted(lost), dtype=np.int64)
+            stop = first + size[first]
+            tokens = np.concatenate([trie.tok_ids[trie.tok_start[a]:trie.tok_start[b]]
+                                     for a, b in zip(first.tolist(), stop.tolist(), strict=True)])
+            inner = inner & ~bitmask.from_ids(tokens, self.vocab.size)
+            inner.flags.writeable = False
+            at = np.searchsorted(first, ends, side="right") - 1
+            ends = ends[(at < 0) | (ends >= stop[np.maximum(at, 0)])]
+        if not_ends:
+            ends = np.setdiff1d(ends, np.array(not_ends, dtype=np.int64), assume_unique=True)
+        return inner, ends, at_once
 
     def _subframe(self, item: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """What frame ``item`` reads below trie ``nodes`` (sorted, unique): the tokens that

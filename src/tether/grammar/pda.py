@@ -63,7 +63,7 @@ import numpy as np
 from tether.automata.dfa import DEAD, LazyAutomaton, epsilon_closure, segments
 from tether.automata.dfa import byte_classes as partition_bytes
 from tether.automata.nfa import _Builder, trim_moves
-from tether.automata.regex_ast import Alternate, Concat, Repeat
+from tether.automata.regex_ast import Alternate, Automaton, Concat, Repeat
 from tether.errors import CompileError, LimitExceeded
 from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref
 
@@ -160,6 +160,10 @@ class PushdownAutomaton(LazyAutomaton):
         self._group_states: list[tuple[int, int, int]] = []  # per rule, from _n_static on
         # The group state a PENDING call of an NFA state stands for.
         self._group_next: dict[int, tuple[int, int, int]] = {}
+        # Rules whose body is an automaton with exceptions: the automaton and the state
+        # of it each NFA state of the rule stands for (see frame_exception).
+        self._excepting_rules: dict[int, tuple[Automaton, np.ndarray]] = {}
+        self._item_class_rows: dict[int, list[int]] = {}  # per item set: item_row
         # NFA states are numbered in blocks, one per rule built, in the order built.
         self._block_first: list[int] = []
         self._block_rule: list[int] = []
@@ -168,12 +172,16 @@ class PushdownAutomaton(LazyAutomaton):
         sys.setrecursionlimit(max(limit, BUILD_RECURSION_LIMIT))
         try:
             for k, name in enumerate(names):
-                self._block_first.append(len(builder.edges))
+                first = len(builder.edges)
+                self._block_first.append(first)
                 self._block_rule.append(k)
                 builder.owner = name
-                s, e = builder.build(grammar.rules[name])
+                body = grammar.rules[name]
+                s, e = builder.build(body)
                 self._rule_start[k] = s
                 self._rule_accept[k] = e
+                if isinstance(body, Automaton) and first in builder.copied_states:
+                    self._excepting_rules[k] = (body, builder.copied_states[first])
         except RecursionError:
             raise LimitExceeded("a rule of the grammar nests too deeply to build",
                                 source=grammar.source) from None
@@ -510,6 +518,45 @@ class PushdownAutomaton(LazyAutomaton):
             return None
         first = self._block_first[block]
         return digest, self.class_of_byte.tobytes(), tuple(sorted(s - first for s in states))
+
+    def frame_exception(self, item: int) -> int | None:
+        """For an item set that is one state ``q`` of a rule's automaton with
+        :class:`~tether.automata.regex_ast.Exceptions`: the item set of the state ``q``
+        reads like (but for a few strings); else None."""
+        states = self._items[item]
+        if not self._excepting_rules or len(states) != 1 \
+                or self._item_guard[item] != NO_GUARD:
+            return None
+        (nfa_state,) = states
+        block = bisect_right(self._block_first, nfa_state) - 1
+        hit = self._excepting_rules.get(self._block_rule[block])
+        if hit is None:
+            return None
+        automaton, copied = hit
+        first = self._block_first[block]
+        if nfa_state - first >= copied.size:  # the rule's end
+            return None
+        like = automaton.exceptions.like.get(int(copied[nfa_state - first]))  # type: ignore[union-attr]
+        if like is None:
+            return None
+        at = int(np.searchsorted(copied, like))
+        if at == copied.size or copied[at] != like:
+            return None
+        return self._item(self._closure(first + at))
+
+    def item_row(self, item: int) -> list[int]:
+        """The item set a frame of ``item`` moves to on each byte class (-1: it cannot
+        read it); cached."""
+        row = self._item_class_rows.get(item)
+        if row is None:
+            row = self._item_class_rows[item] = [-1] * self.n_classes
+            for lo, hi, target in self._item_moves(item):
+                row[lo:hi + 1] = [target] * (hi + 1 - lo)
+        return row
+
+    def item_accepts(self, item: int) -> bool:
+        """Whether a frame of ``item`` may end here (its rule's end is in it)."""
+        return self._item_accepts[item]
 
     def _leaf_rule_digest(self, block: int) -> bytes | None:
         """A digest of the NFA states of a rule that calls no rule (``block``: where its

@@ -52,6 +52,7 @@ from tether.automata.regex_ast import (
     Automaton,
     CharSet,
     Concat,
+    Exceptions,
     Node,
     Repeat,
     complement,
@@ -177,7 +178,42 @@ def _json_string(min_length: int, max_length: int | None, patterns: tuple[str, .
     if dfa.is_empty():
         raise CompileError("no string satisfies this schema (its pattern, format, length "
                            "and exclusions contradict each other)", location=location)
-    return _encode_dfa(dfa, location)
+    encoded = _encode_dfa(dfa, location)
+    if excluded_values and not (parts or excluded_patterns or counted):
+        encoded = replace(encoded, exceptions=_name_exceptions(dfa, excluded_values))
+    return encoded
+
+
+_FREE = "\U0010FFFF"  # a character no excluded value starts with (checked)
+
+
+def _name_exceptions(dfa: Dfa, names: tuple[str, ...]) -> Exceptions | None:
+    """The :class:`~tether.automata.regex_ast.Exceptions` of the encoded automaton of
+    any string but ``names`` (``dfa``: its decoded DFA; the keys of an object beyond
+    its declared properties): after a prefix of some names (at a character boundary)
+    the string reads as any string does — like the state after a character no name
+    starts with — except that the rest of a name cannot be followed by the closing
+    quote."""
+    if any(name.startswith(_FREE) for name in names):
+        return None
+    free = _walk(dfa, dfa.start, _FREE.encode())
+    if free == 0:
+        return None
+    prefixes = {dfa.start}
+    for name in names:
+        state = dfa.start
+        for char in name:
+            state = _walk(dfa, state, char.encode())
+            if state == 0:
+                break
+            prefixes.add(state)
+    return Exceptions({state + 1: free + 1 for state in prefixes})
+
+
+def _walk(dfa: Dfa, state: int, data: bytes) -> int:
+    for byte in data:
+        state = int(dfa.table[state, dfa.class_of_byte[byte]])
+    return state
 
 
 def _pattern_dfa(pattern: str, location: str) -> Dfa:
