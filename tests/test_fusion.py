@@ -755,7 +755,13 @@ def test_budget_is_reported_and_relax_skips_the_slow_domain(smollm2_vocab, lette
     assert all(r.timings_ns[SEM] >= 3_000_000 and SEM in r.result.active_domains
                for r in reported)
     assert reported[0].budget_us == 2_000 and reported[0].domains_ns >= 3_000_000
-    relaxed = run("relax")
+    # Relaxing acts on wall-clock estimates: a pause of the shared machine (or a garbage
+    # collection) inside the fast domain's first step makes it look slow too, so the
+    # scenario gets three tries to be measured undisturbed.
+    for _ in range(3):
+        relaxed = run("relax")
+        if relaxed[1].skipped == [SEM]:
+            break
     assert relaxed[0].over_budget and relaxed[0].skipped == []  # nothing measured yet
     assert relaxed[1].skipped == [SEM] and not relaxed[1].over_budget
     assert SEM not in relaxed[1].timings_ns and SEM not in relaxed[1].result.active_domains
