@@ -51,12 +51,15 @@ class Dfa:
     def is_empty(self) -> bool:
         return self.start == 0
 
-    def accepts(self, data: bytes) -> bool:
-        """Whether ``data`` is in the language (for tests and checks)."""
-        state = self.start
+    def walk(self, state: int, data: bytes) -> int:
+        """The state after reading ``data`` from ``state`` (0, the dead state, once dead)."""
         for b in data:
             state = int(self.table[state, self.class_of_byte[b]])
-        return bool(self.accepting[state])
+        return state
+
+    def accepts(self, data: bytes) -> bool:
+        """Whether ``data`` is in the language (for tests and checks)."""
+        return bool(self.accepting[self.walk(self.start, data)])
 
 
 def empty_dfa() -> Dfa:

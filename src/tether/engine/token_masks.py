@@ -125,8 +125,9 @@ class TrieWalker:
             self.dfa.ensure_rows(_distinct_states(pending[:, 1], table.shape[0]).tolist())
             # The walk will read on below each pending node that has children, from the
             # state it moves to: build those rows now rather than in one more round.
-            self.dfa.ensure_rows(_states_below(self.dfa.table, trie.node_class, trie.size,
-                                               pending).tolist())
+            table = self.dfa.table
+            below = _states_below(table, trie.node_class, trie.size, pending)
+            self.dfa.ensure_rows(_distinct_states(below, table.shape[0]).tolist())
             lo = pending[:, 0].copy()
             hi = lo + trie.size[lo]
             st = pending[:, 1].copy()
@@ -339,17 +340,15 @@ def _distinct_states(states, n_states):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def _states_below(table, node_class, size, pending):  # pragma: no cover - compiled
-    """The distinct live states that the (node, state before it) pairs of ``pending``
-    move to, for nodes with children: where the resumed walk reads on."""
-    seen = np.zeros(table.shape[0], dtype=np.bool_)
+    """The live states that the (node, state before it) pairs of ``pending`` move to,
+    for nodes with children: where the resumed walk reads on (repeats included)."""
     out = np.empty(pending.shape[0], dtype=np.int64)
     n = 0
     for k in range(pending.shape[0]):
         node = pending[k, 0]
         if size[node] > 1:
             s = table[pending[k, 1], node_class[node]]
-            if s > DEAD and not seen[s]:
-                seen[s] = True
+            if s > DEAD:
                 out[n] = s
                 n += 1
     return out[:n]

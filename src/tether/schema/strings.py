@@ -196,24 +196,18 @@ def _name_exceptions(dfa: Dfa, names: tuple[str, ...]) -> Exceptions | None:
     quote."""
     if any(name.startswith(_FREE) for name in names):
         return None
-    free = _walk(dfa, dfa.start, _FREE.encode())
+    free = dfa.walk(dfa.start, _FREE.encode())
     if free == 0:
         return None
     prefixes = {dfa.start}
     for name in names:
         state = dfa.start
         for char in name:
-            state = _walk(dfa, state, char.encode())
+            state = dfa.walk(state, char.encode())
             if state == 0:
                 break
             prefixes.add(state)
     return Exceptions({state + 1: free + 1 for state in prefixes})
-
-
-def _walk(dfa: Dfa, state: int, data: bytes) -> int:
-    for byte in data:
-        state = int(dfa.table[state, dfa.class_of_byte[byte]])
-    return state
 
 
 def _pattern_dfa(pattern: str, location: str) -> Dfa:
