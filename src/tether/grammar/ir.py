@@ -81,13 +81,22 @@ class Grammar:
 
 def refs_in(expr: Expr) -> list[Ref]:
     """Every :class:`Ref` in ``expr``, in order of appearance."""
-    out: list[Ref] = []
+    return _nodes_in(expr, Ref)
+
+
+def groups_in(expr: Expr) -> list[AnyOrder]:
+    """Every :class:`AnyOrder` group in ``expr``, in order of appearance."""
+    return _nodes_in(expr, AnyOrder)
+
+
+def _nodes_in(expr: Expr, kind: type) -> list:
+    out = []
     stack: list[Expr] = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, Ref):
+        if isinstance(node, kind):
             out.append(node)
-        elif isinstance(node, Concat | Alternate):
+        if isinstance(node, Concat | Alternate):
             stack.extend(reversed(node.items))
         elif isinstance(node, Repeat):
             stack.append(node.item)

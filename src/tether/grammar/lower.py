@@ -35,13 +35,14 @@ def check_grammar(grammar: Grammar) -> Grammar:
     for name in sorted(grammar.longest - grammar.rules.keys()):
         raise CompileError(f"the rule {name!r} to match longest is not defined",
                            source=grammar.source)
-    for name, body in grammar.rules.items():
-        for ref in refs_in(body):
+    refs = {name: refs_in(body) for name, body in grammar.rules.items()}
+    for name, used in refs.items():
+        for ref in used:
             if ref.name not in grammar.rules:
                 raise CompileError(f"rule {name!r} refers to undefined rule {ref.name!r}",
                                    location=ref.pos or grammar.where.get(name),
                                    source=grammar.source)
-    reachable = _reachable(grammar)
+    reachable = _reachable(grammar.start, refs)
     unreachable = [n for n in grammar.rules if n not in reachable]
     if unreachable:
         warnings.warn(f"rules not reachable from {grammar.start!r}: "
@@ -151,12 +152,14 @@ def inline(grammar: Grammar) -> Node:
     return expand(grammar.rules[grammar.start])
 
 
-def _reachable(grammar: Grammar) -> set[str]:
-    seen = {grammar.start}
-    stack = [grammar.start]
+def _reachable(start: str, refs: dict[str, list[Ref]]) -> set[str]:
+    """The rules ``start`` uses, directly or not (``refs``: the references of each rule,
+    all defined)."""
+    seen = {start}
+    stack = [start]
     while stack:
-        for ref in refs_in(grammar.rules[stack.pop()]):
-            if ref.name not in seen and ref.name in grammar.rules:
+        for ref in refs[stack.pop()]:
+            if ref.name not in seen:
                 seen.add(ref.name)
                 stack.append(ref.name)
     return seen

@@ -65,7 +65,7 @@ from tether.automata.dfa import byte_classes as partition_bytes
 from tether.automata.nfa import _Builder, trim_moves
 from tether.automata.regex_ast import Alternate, Automaton, Concat, Repeat
 from tether.errors import CompileError, LimitExceeded
-from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref
+from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref, groups_in
 
 MAX_CONFIGURATIONS = 500_000
 MAX_STACK_NODES = 2_000_000
@@ -826,7 +826,9 @@ def _lift_groups(grammar: Grammar) -> Grammar:
     sys.setrecursionlimit(max(limit, BUILD_RECURSION_LIMIT))
     try:
         for name in list(rules):
-            rules[name] = lift(name, rules[name])
+            if any(not isinstance(part, Ref) for group in groups_in(rules[name])
+                   for part in group.parts()):  # (a schema's groups have references only)
+                rules[name] = lift(name, rules[name])
     except RecursionError:
         raise LimitExceeded("a rule of the grammar nests too deeply to build",
                             source=grammar.source) from None
