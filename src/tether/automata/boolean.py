@@ -139,22 +139,34 @@ def to_node(dfa: Dfa, *, pos: int | str = 0) -> Node:
 def byte_run_edges(rows: np.ndarray, class_of_byte: np.ndarray, *,
                    first_state: int = 1) -> np.ndarray:
     """Edges ``(src, lo, hi, dst)`` of the transition ``rows`` (state ``first_state + i``
-    is row ``i``): one per maximal run of bytes going to the same live state."""
-    starts = np.concatenate([[0], np.nonzero(class_of_byte[1:] != class_of_byte[:-1])[0] + 1])
-    ends = np.concatenate([starts[1:] - 1, [255]])
-    by_run = rows[:, class_of_byte[starts]]  # (n, runs): runs of bytes of one class
-    change = np.ones(by_run.shape, dtype=bool)
-    change[:, 1:] = by_run[:, 1:] != by_run[:, :-1]
-    src, first = np.nonzero(change)
-    last = np.empty_like(first)
-    last[:-1] = first[1:] - 1
-    row_end = np.ones(len(src), dtype=bool)
-    row_end[:-1] = src[1:] != src[:-1]
-    last[row_end] = len(starts) - 1
-    dst = by_run[src, first]
-    keep = dst != 0
-    return np.stack([src[keep] + first_state, starts[first[keep]], ends[last[keep]], dst[keep]],
-                    axis=1).astype(np.int32)
+    is row ``i``): one per maximal run of bytes going to the same live state, by state
+    then byte."""
+    return _byte_run_edges(rows, class_of_byte.astype(np.int64), first_state)
+
+
+@njit(cache=True, nogil=True)
+def _byte_run_edges(rows, class_of_byte, first_state):  # pragma: no cover - compiled
+    n_edges = 0
+    for pass_no in range(2):  # count, then fill
+        if pass_no:
+            edges = np.empty((n_edges, 4), dtype=np.int32)
+            n_edges = 0
+        for i in range(rows.shape[0]):
+            lo = 0
+            while lo < 256:
+                dst = rows[i, class_of_byte[lo]]
+                hi = lo
+                while hi < 255 and rows[i, class_of_byte[hi + 1]] == dst:
+                    hi += 1
+                if dst != 0:
+                    if pass_no:
+                        edges[n_edges, 0] = first_state + i
+                        edges[n_edges, 1] = lo
+                        edges[n_edges, 2] = hi
+                        edges[n_edges, 3] = dst
+                    n_edges += 1
+                lo = hi + 1
+    return edges
 
 
 def _product(a: Dfa, b: Dfa, *, difference: bool, location: str | int | None) -> Dfa:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
+from numba import njit
 
 from tether.automata.boolean import (
     Dfa,
@@ -600,57 +601,112 @@ _SHORT_BYTES = np.array(sorted(_SHORT_ESCAPES), dtype=np.int64)
 _SHORT_LETTERS = np.array([_SHORT_ESCAPES[c] for c in sorted(_SHORT_ESCAPES)], dtype=np.int64)
 
 
-def _escape_chains(keys: np.ndarray, first_state: int
-                   ) -> tuple[list[np.ndarray], int, np.ndarray]:
-    """The escape chains of ``keys`` (rows: target DFA state, then the two 64-bit words
-    of the ASCII characters escaped to it), all at once. Each chain: a state after
-    ``\\`` (short escapes go straight to the target; ``u`` starts ``u00``), then one
-    state per group of high nibbles sharing their low nibbles, from which a hex digit
-    of those low nibbles reaches the target. Returns (edges, next free state, the state
-    after ``\\`` of each key)."""
-    n_keys = len(keys)
-    targets = keys[:, 0].astype(np.int64) + 1
-    shifts = np.arange(64, dtype=np.uint64)
-    bits = ((keys[:, 1:, None] >> shifts) & np.uint64(1)).astype(bool).reshape(n_keys, 128)
-    lowsets = (bits.reshape(n_keys, 8, 16) * (1 << np.arange(16))).sum(axis=2)  # (K, 8)
-    present = lowsets != 0
-    # per (key, high nibble): the first high nibble of the key with the same low set
-    same = (lowsets[:, :, None] == lowsets[:, None, :]) & present[:, None, :]
-    first = np.argmax(same, axis=2)
-    lead = present & (first == np.arange(8))
-    group_no = np.cumsum(lead, axis=1) - 1  # the group of a leading high nibble
-    n_local = 4 + lead.sum(axis=1)
-    bases = first_state + np.cumsum(n_local) - n_local
-    next_state = first_state + int(n_local.sum())
-    chains = []
-    k_of, letter = np.nonzero(bits[:, _SHORT_BYTES])  # short escapes
-    chains.append(np.stack([bases[k_of], _SHORT_LETTERS[letter], _SHORT_LETTERS[letter],
-                            targets[k_of]], axis=1))
-    u_chain = np.array([[0, ord("u"), ord("u"), 1], [1, 48, 48, 2], [2, 48, 48, 3]])
-    chains.append(np.repeat(bases, 3)[:, None] * np.array([1, 0, 0, 1])
-                   + np.tile(u_chain, (n_keys, 1)))
-    k_of, high = np.nonzero(present)  # high nibbles
-    group_state = bases[k_of] + 4 + group_no[k_of, first[k_of, high]]
-    chains.append(np.stack([bases[k_of] + 3, 48 + high, 48 + high, group_state], axis=1))
-    k_of, high = np.nonzero(lead)  # low nibbles of each group
-    group_state = bases[k_of] + 4 + group_no[k_of, high]
-    # the runs of low nibbles of each group, within 0-9 and within a-f
-    low_bits = bits.reshape(n_keys, 8, 16)[k_of, high]
-    before = np.zeros_like(low_bits)
-    before[:, 1:] = low_bits[:, :-1]
-    before[:, 10] = False
-    after = np.zeros_like(low_bits)
-    after[:, :-1] = low_bits[:, 1:]
-    after[:, 9] = False
-    run_of, lo = np.nonzero(low_bits & ~before)
-    hi = np.nonzero(low_bits & ~after)[1]
-    src, dst = group_state[run_of], targets[k_of[run_of]]
-    digit = lo < 10
-    chains.append(np.stack([src[digit], 48 + lo[digit], 48 + hi[digit], dst[digit]], axis=1))
-    for letter_base in (87, 55):  # a-f, A-F
-        chains.append(np.stack([src[~digit], letter_base + lo[~digit],
-                                letter_base + hi[~digit], dst[~digit]], axis=1))
-    return chains, next_state, bases
+@njit(cache=True, nogil=True)
+def _escape_chains(targets, words, short_bytes, short_letters, first_state
+                   ):  # pragma: no cover - compiled
+    """The escape chains of the keys ``(targets[k], words[k])`` (a DFA state reached and
+    the two 64-bit words of the ASCII characters escaped to it). Each chain: a state
+    after ``\\`` (short escapes go straight to the target; ``u`` starts ``u00``), then
+    one state per group of high nibbles sharing their low nibbles, from which a hex
+    digit of those low nibbles reaches the target. Returns (edges ``(src, lo, hi, dst)``:
+    short escapes, ``u00`` prefixes, high nibbles, then the runs of low nibbles as
+    digits, as ``a-f`` and as ``A-F``; the next free state; the state after ``\\`` of
+    each key)."""
+    n_keys = targets.size
+    lowsets = np.zeros((n_keys, 8), dtype=np.int64)
+    for k in range(n_keys):
+        for b in range(128):
+            if (words[k, b >> 6] >> np.uint64(b & 63)) & np.uint64(1):
+                lowsets[k, b >> 4] |= 1 << (b & 15)
+    # per (key, high nibble): the first high nibble with the same low set, its group
+    first = np.zeros((n_keys, 8), dtype=np.int64)
+    group = np.full((n_keys, 8), -1, dtype=np.int64)
+    bases = np.empty(n_keys, dtype=np.int64)
+    next_state = first_state
+    n_edges = 0
+    for k in range(n_keys):
+        n_groups = 0
+        for h in range(8):
+            if lowsets[k, h] == 0:
+                continue
+            first[k, h] = h
+            for g in range(h):
+                if lowsets[k, g] == lowsets[k, h]:
+                    first[k, h] = g
+                    break
+            if first[k, h] == h:
+                group[k, h] = n_groups
+                n_groups += 1
+        bases[k] = next_state
+        next_state += 4 + n_groups
+        for j in range(short_bytes.size):
+            b = short_bytes[j]
+            n_edges += (lowsets[k, b >> 4] >> (b & 15)) & 1
+        for h in range(8):
+            if lowsets[k, h]:
+                n_edges += 1
+                if group[k, h] >= 0:  # runs of low nibbles (digits and letters apart)
+                    for lo in range(16):
+                        if (lowsets[k, h] >> lo) & 1 and (
+                                lo == 0 or lo == 10 or not (lowsets[k, h] >> (lo - 1)) & 1):
+                            n_edges += 1 if lo < 10 else 2
+        n_edges += 3
+    edges = np.empty((n_edges, 4), dtype=np.int64)
+    n = 0
+    for k in range(n_keys):  # short escapes
+        for j in range(short_bytes.size):
+            b = short_bytes[j]
+            if (lowsets[k, b >> 4] >> (b & 15)) & 1:
+                edges[n, 0], edges[n, 1], edges[n, 2] = bases[k], short_letters[j], short_letters[j]
+                edges[n, 3] = targets[k]
+                n += 1
+    for k in range(n_keys):  # u00
+        for step in range(3):  # base -u-> +1 -0-> +2 -0-> +3
+            edges[n, 0], edges[n, 3] = bases[k] + step, bases[k] + step + 1
+            edges[n, 1] = edges[n, 2] = 117 if step == 0 else 48
+            n += 1
+    for k in range(n_keys):  # high nibbles
+        for h in range(8):
+            if lowsets[k, h]:
+                edges[n, 0], edges[n, 1], edges[n, 2] = bases[k] + 3, 48 + h, 48 + h
+                edges[n, 3] = bases[k] + 4 + group[k, first[k, h]]
+                n += 1
+    for letter_base in (-1, 87, 55):  # low nibbles: digits, then a-f, then A-F
+        for k in range(n_keys):
+            for h in range(8):
+                if group[k, h] < 0:
+                    continue
+                low = lowsets[k, h]
+                lo = 0
+                while lo < 16:
+                    if not (low >> lo) & 1:
+                        lo += 1
+                        continue
+                    hi = lo
+                    while hi + 1 < 16 and hi != 9 and (low >> (hi + 1)) & 1:
+                        hi += 1
+                    if (lo < 10) == (letter_base < 0):
+                        offset = 48 if letter_base < 0 else letter_base
+                        edges[n, 0] = bases[k] + 4 + group[k, h]
+                        edges[n, 1], edges[n, 2] = offset + lo, offset + hi
+                        edges[n, 3] = targets[k]
+                        n += 1
+                    lo = hi + 1
+    return edges[:n], next_state, bases
+
+
+def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of ``rows`` in lexicographic order, and the index of each row's
+    among them (``np.unique(rows, axis=0, return_inverse=True)``, without its cost)."""
+    if not len(rows):
+        return rows, np.zeros(0, dtype=np.int64)
+    order = np.lexsort(rows.T[::-1])
+    ranked = rows[order]
+    new = np.ones(len(rows), dtype=bool)
+    new[1:] = (ranked[1:] != ranked[:-1]).any(axis=1)
+    inverse = np.empty(len(rows), dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return ranked[new], inverse
 
 
 def _encode_dfa(dfa: Dfa, location: str) -> Automaton:
@@ -687,16 +743,16 @@ def _encode_dfa(dfa: Dfa, location: str) -> Automaton:
         else np.zeros((0, 2), dtype=np.uint64)
     g_src, g_tgt = src[new_group], tgt[new_group]
     key_rows = np.column_stack([g_tgt.astype(np.uint64), words])
-    keys, key_of_group = np.unique(key_rows, axis=0, return_inverse=True)
-    key_of_group = key_of_group.reshape(-1)
-    next_state = n + 1
-    chains, next_state, backslash_to = _escape_chains(keys, next_state)
+    keys, key_of_group = _unique_rows(key_rows)
+    chains, next_state, backslash_to = _escape_chains(
+        keys[:, 0].astype(np.int64) + 1, keys[:, 1:].copy(), _SHORT_BYTES, _SHORT_LETTERS,
+        n + 1)
     if next_state > MAX_STRING_STATES:
         raise LimitExceeded(f"the string's automaton needs {next_state} states (more than "
                             f"{MAX_STRING_STATES})", location=location)
     backslashes = np.column_stack([g_src + 2, np.full(len(g_src), 0x5C),
                                    np.full(len(g_src), 0x5C), backslash_to[key_of_group]])
     edges = np.concatenate([raw, np.array(quotes, dtype=np.int64).reshape(-1, 4),
-                            backslashes.astype(np.int64), *chains]).astype(np.int32)
+                            backslashes.astype(np.int64), chains]).astype(np.int32)
     edges.flags.writeable = False
     return Automaton(next_state, edges, 0, (1,), location)
