@@ -193,6 +193,9 @@ def segments(ranges: list[tuple[int, int, int]]) -> list[tuple[int, int, list[in
     if len(ranges) == 1:
         lo, hi, x = ranges[0]
         return [(lo, hi, [x])]
+    ordered = sorted(ranges)
+    if all(a[1] < b[0] for a, b in zip(ordered, ordered[1:], strict=False)):  # disjoint: usual
+        return [(lo, hi, [x]) for lo, hi, x in ordered]
     cuts = sorted({lo for lo, _, _ in ranges} | {hi + 1 for _, hi, _ in ranges})
     index = {c: k for k, c in enumerate(cuts)}
     covering: list[list[int]] = [[] for _ in range(len(cuts) - 1)]

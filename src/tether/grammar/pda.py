@@ -78,6 +78,7 @@ MAX_GROUP_RULES = 500_000  # rules numbered for states of AnyOrder groups
 PENDING = -1  # the rule of a call to a group state not numbered yet (see _group_next)
 MAX_KEYED_RULE_STATES = 50_000  # a leaf rule larger than this gets no content key
 
+FEW_RUNS = 16  # a row of at most this many runs is written by numpy slices, not a list
 BUILD_RECURSION_LIMIT = 20_000  # syntax-tree depth the NFA builder may recurse to
 
 BOTTOM = -1  # the parent of a bottom frame
@@ -727,10 +728,9 @@ class PushdownAutomaton(LazyAutomaton):
                 raise LimitExceeded(f"the grammar is too ambiguous here: more than "
                                     f"{MAX_EXPANSION} parse stacks at once", source=self.source)
             stacks = tuple(expanded)
-        out = [DEAD] * self.n_classes  # (list slices: cheaper than many numpy ones)
+        runs: list[tuple[int, int, int]] = []  # (lo, hi, state reached), ascending
         if len(stacks) == 1:
-            for lo, hi, nxt in self._node_moves(stacks[0]):
-                out[lo:hi + 1] = [self.stack_state(nxt)] * (hi + 1 - lo)
+            runs = [(lo, hi, self.stack_state(nxt)) for lo, hi, nxt in self._node_moves(stacks[0])]
         else:
             # Each elementary segment of the byte axis goes to the state whose stacks are
             # the targets of the moves covering it.
@@ -744,8 +744,18 @@ class PushdownAutomaton(LazyAutomaton):
                     sid = interned.get(kernel)
                     if sid is None:
                         sid = interned[kernel] = self._intern(kernel)
+                runs.append((lo, hi, sid))
+        # (written once every target is interned: interning may reallocate the table)
+        if len(runs) <= FEW_RUNS:  # a few numpy slices: cheaper than converting a list
+            row = self.table[state]
+            row.fill(DEAD)
+            for lo, hi, sid in runs:
+                row[lo:hi + 1] = sid
+        else:
+            out = [DEAD] * self.n_classes
+            for lo, hi, sid in runs:
                 out[lo:hi + 1] = [sid] * (hi + 1 - lo)
-        self.table[state] = out
+            self.table[state] = out
 
 
 @dataclass(frozen=True)
