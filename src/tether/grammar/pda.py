@@ -55,7 +55,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from bisect import bisect_right
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -102,20 +102,22 @@ class PushdownAutomaton(LazyAutomaton):
         # once per request (a JSON Schema) wants.
         if byte_classes:
             class_of_byte, n_classes = partition_bytes(self._edges)
-            self._edges = [[(int(class_of_byte[lo]), int(class_of_byte[hi]), t)
-                            for lo, hi, t in edges] for edges in self._edges]
+            self._edges = [tuple([(int(class_of_byte[lo]), int(class_of_byte[hi]), t)
+                                  for lo, hi, t in edges]) for edges in self._edges]
         else:
             class_of_byte, n_classes = np.arange(256, dtype=np.int32), 256
         super().__init__(class_of_byte, n_classes, (), max_states=max_states,
                          source=grammar.source)
         # Item sets (frames): interned closed sets of NFA states of one rule.
-        self._item_ids: dict[frozenset[int], int] = {}
-        self._items: list[frozenset[int]] = []
-        self._item_rows: list[list[tuple[int, int]] | None] = []
+        # (an item set as a sorted tuple: tuples of numbers leave the garbage collector's
+        # lists at its first pass; frozensets stay, and are scanned at every collection)
+        self._item_ids: dict[tuple[int, ...], int] = {}
+        self._items: list[tuple[int, ...]] = []
+        self._item_rows: list[tuple[tuple[int, int, int], ...] | None] = []
         self._item_calls: list[tuple[tuple[int, int], ...] | None] = []
         self._item_accepts: list[bool] = []
         self._item_final: list[bool] = []
-        self._closure_memo: dict[int, frozenset[int]] = {}
+        self._closure_memo: dict[int, tuple[int, ...]] = {}
         # Guards (byte-class ranges a frame must not read first, see rule_guard) and the
         # item sets that carry one: the states of a plain item set, fewer moves.
         self._guards: list[tuple[tuple[int, int], ...]] = []
@@ -164,7 +166,7 @@ class PushdownAutomaton(LazyAutomaton):
         # Rules whose body is an automaton with exceptions: the automaton and the state
         # of it each NFA state of the rule stands for (see frame_exception).
         self._excepting_rules: dict[int, tuple[Automaton, np.ndarray]] = {}
-        self._item_class_rows: dict[int, list[int]] = {}  # per item set: item_row
+        self._item_class_rows: dict[int, tuple[int, ...]] = {}  # per item set: item_row
         # NFA states are numbered in blocks, one per rule built, in the order built.
         self._block_first: list[int] = []
         self._block_rule: list[int] = []
@@ -194,6 +196,11 @@ class PushdownAutomaton(LazyAutomaton):
         self._accept_states = set(self._rule_accept[:n])
         # Drop moves into NFA states that cannot reach their rule's end.
         trim_moves(self._edges, self._eps, self._rule_accept[:n], self._calls)
+        # Moves as tuples from now on: tuples of numbers leave the garbage collector's
+        # lists at its first pass, lists are scanned at every full collection (states of
+        # group rules, added later, get lists).
+        self._edges = [tuple(moves) for moves in self._edges]
+        self._eps = [tuple(targets) for targets in self._eps]
 
     # -- AnyOrder groups: rules built per reached state (module docstring) ---------------
     def _group_root(self, group: AnyOrder, owner: str) -> int:
@@ -300,15 +307,16 @@ class PushdownAutomaton(LazyAutomaton):
                         location=self.grammar.where.get(g.owner), source=self.grammar.source)
 
     # -- item sets -----------------------------------------------------------------------
-    def _closure(self, nfa_state: int) -> frozenset[int]:
+    def _closure(self, nfa_state: int) -> tuple[int, ...]:
         memo = self._closure_memo.get(nfa_state)
         if memo is None:
-            memo = self._closure_memo[nfa_state] = epsilon_closure(
+            memo = self._closure_memo[nfa_state] = tuple(sorted(epsilon_closure(
                 self._eps, nfa_state,
-                lambda s: bool(self._edges[s]) or s in self._calls or s in self._accept_states)
+                lambda s: bool(self._edges[s]) or s in self._calls or s in self._accept_states)))
         return memo
 
-    def _item(self, states: frozenset[int]) -> int:
+    def _item(self, states: tuple[int, ...]) -> int:
+        """The id of the item set of NFA ``states`` (sorted, distinct)."""
         iid = self._item_ids.get(states)
         if iid is not None:
             return iid
@@ -319,7 +327,7 @@ class PushdownAutomaton(LazyAutomaton):
         self._item_calls.append(None)
         self._item_guard.append(NO_GUARD)
         self._item_base.append(iid)
-        accepts = not states.isdisjoint(self._accept_states)
+        accepts = not self._accept_states.isdisjoint(states)
         self._item_accepts.append(accepts)
         self._item_final.append(accepts and not any(self._edges[s] or s in self._calls
                                                     for s in states))
@@ -337,19 +345,19 @@ class PushdownAutomaton(LazyAutomaton):
                     rule = self._group_rule(*self._group_next.pop(s))
                     self._calls[s] = [(rule, target)]
                 targets.setdefault(rule, set()).update(self._closure(target))
-        calls = tuple((rule, self._item(frozenset(t))) for rule, t in sorted(targets.items()))
+        calls = tuple((rule, self._item(tuple(sorted(t)))) for rule, t in sorted(targets.items()))
         self._item_calls[iid] = calls
         return calls
 
-    def _item_moves(self, iid: int) -> list[tuple[int, int, int]]:
+    def _item_moves(self, iid: int) -> tuple[tuple[int, int, int], ...]:
         """The byte moves of an item set: disjoint ranges (lo, hi, item set reached)."""
-        moves = self._item_rows[iid]
-        if moves is not None:
-            return moves
+        hit = self._item_rows[iid]
+        if hit is not None:
+            return hit
         if self._item_guard[iid] != NO_GUARD:
-            moves = self._item_rows[iid] = _without(self._item_moves(self._item_base[iid]),
-                                                    self._guards[self._item_guard[iid]])
-            return moves
+            hit = self._item_rows[iid] = tuple(_without(
+                self._item_moves(self._item_base[iid]), self._guards[self._item_guard[iid]]))
+            return hit
         # Each elementary segment of the byte axis reaches the union of the closures of
         # the edges covering it.
         moves: list[tuple[int, int, int]] = []
@@ -359,14 +367,14 @@ class PushdownAutomaton(LazyAutomaton):
             else:
                 reached: set[int] = set()
                 for t in ends:
-                    reached |= self._closure(t)
-                target = self._item(frozenset(reached))
+                    reached.update(self._closure(t))
+                target = self._item(tuple(sorted(reached)))
             if moves and moves[-1][1] == lo - 1 and moves[-1][2] == target:
                 moves[-1] = (moves[-1][0], hi, target)
             else:
                 moves.append((lo, hi, target))
-        self._item_rows[iid] = moves
-        return moves
+        hit = self._item_rows[iid] = tuple(moves)
+        return hit
 
     # -- stacks and configurations -------------------------------------------------------
     def _node(self, item: int, parent: int) -> int:
@@ -545,15 +553,16 @@ class PushdownAutomaton(LazyAutomaton):
             return None
         return self._item(self._closure(first + at))
 
-    def item_row(self, item: int) -> list[int]:
+    def item_row(self, item: int) -> tuple[int, ...]:
         """The item set a frame of ``item`` moves to on each byte class (-1: it cannot
         read it); cached."""
-        row = self._item_class_rows.get(item)
-        if row is None:
-            row = self._item_class_rows[item] = [-1] * self.n_classes
+        hit = self._item_class_rows.get(item)
+        if hit is None:
+            row = [-1] * self.n_classes
             for lo, hi, target in self._item_moves(item):
                 row[lo:hi + 1] = [target] * (hi + 1 - lo)
-        return row
+            hit = self._item_class_rows[item] = tuple(row)
+        return hit
 
     def item_accepts(self, item: int) -> bool:
         """Whether a frame of ``item`` may end here (its rule's end is in it)."""
@@ -849,7 +858,7 @@ def _lift_groups(grammar: Grammar) -> Grammar:
     return replace(grammar, rules=rules, where=where)
 
 
-def _without(moves: list[tuple[int, int, int]], guard: tuple[tuple[int, int], ...]
+def _without(moves: Sequence[tuple[int, int, int]], guard: tuple[tuple[int, int], ...]
              ) -> list[tuple[int, int, int]]:
     """``moves`` (disjoint class ranges with targets) without the classes of ``guard``."""
     out = []
