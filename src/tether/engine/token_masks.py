@@ -119,18 +119,27 @@ class TrieWalker:
                 noted[found] = False
                 return words, reached, found
             if n_missing > _MAX_MISSING:  # too many to resume: build them, walk again
-                self.dfa.ensure_rows(_distinct_states(missing[:, 1], table.shape[0]).tolist())
+                self.dfa.ensure_rows(self._distinct(missing[:, 1], table.shape[0]))
                 continue
             pending = missing[:n_missing]
-            self.dfa.ensure_rows(_distinct_states(pending[:, 1], table.shape[0]).tolist())
+            self.dfa.ensure_rows(self._distinct(pending[:, 1], table.shape[0]))
             # The walk will read on below each pending node that has children, from the
             # state it moves to: build those rows now rather than in one more round.
             table = self.dfa.table
             below = _states_below(table, trie.node_class, trie.size, pending)
-            self.dfa.ensure_rows(_distinct_states(below, table.shape[0]).tolist())
+            self.dfa.ensure_rows(self._distinct(below, table.shape[0]))
             lo = pending[:, 0].copy()
             hi = lo + trie.size[lo]
             st = pending[:, 1].copy()
+
+    def _distinct(self, states: np.ndarray, n_states: int) -> list[int]:
+        """The distinct values of ``states`` (all below ``n_states``)."""
+        buffers = self._buffers.__dict__
+        seen = buffers.get("seen")
+        if seen is None or seen.size < n_states:  # (all False between calls)
+            seen = buffers["seen"] = np.zeros(max(n_states, 2 * (0 if seen is None
+                                                                  else seen.size)), np.bool_)
+        return _distinct_states(states, seen).tolist()
 
     @property
     def _missing(self) -> np.ndarray:
@@ -308,8 +317,10 @@ def _warm_up() -> None:
           np.empty((1, 2), dtype=np.int64), _NO_FLAGS, _NO_FLAGS, _NO_EVENTS, _NO_FLAGS,
           np.zeros(1, dtype=np.int64))
     _below_ranges(empty, np.ones(1, dtype=np.int64), 0)
-    _distinct_states(empty, 1)
-    _states_below(table, np.zeros(1, dtype=np.int32), empty, np.empty((0, 2), dtype=np.int64))
+    no_pairs = np.empty((0, 2), dtype=np.int64)
+    for states in (empty, no_pairs[:, 1]):  # (a column of pairs: another layout)
+        _distinct_states(states, np.zeros(1, dtype=np.bool_))
+    _states_below(table, np.zeros(1, dtype=np.int32), empty, no_pairs)
     _merge_paths(np.array([-1], dtype=np.int64), np.zeros(1, dtype=np.int32),
                  np.array([0, 1, 1], dtype=np.int64), 1)
     _group_tokens(empty, empty, 1)
@@ -323,10 +334,9 @@ _NO_EVENTS = np.zeros(0, dtype=np.int64)
 
 
 @njit(cache=True, nogil=True)
-def _distinct_states(states, n_states):  # pragma: no cover - compiled
-    """The distinct values of ``states`` (all below ``n_states``), in order of first
-    appearance."""
-    seen = np.zeros(n_states, dtype=np.bool_)
+def _distinct_states(states, seen):  # pragma: no cover - compiled
+    """The distinct values of ``states``, in order of first appearance; ``seen`` (a flag
+    per state, all False) is used as scratch and left all False."""
     out = np.empty(states.size, dtype=np.int64)
     n = 0
     for k in range(states.size):
@@ -335,6 +345,8 @@ def _distinct_states(states, n_states):  # pragma: no cover - compiled
             seen[s] = True
             out[n] = s
             n += 1
+    for k in range(n):
+        seen[out[k]] = False
     return out[:n]
 
 
