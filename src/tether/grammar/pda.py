@@ -574,8 +574,16 @@ class PushdownAutomaton(LazyAutomaton):
         first = self._block_first[block]
         end = (self._block_first[block + 1] if block + 1 < len(self._block_first)
                else len(self._edges))
-        if end - first > MAX_KEYED_RULE_STATES or any(
-                s in self._calls for s in range(first, end)):
+        if end - first > MAX_KEYED_RULE_STATES:
+            return None
+        rule = self._block_rule[block]
+        body = self.grammar.rules[self._rule_names[rule]] if rule < self._n_static else None
+        if isinstance(body, Automaton):  # its copy is a function of it: digest it at once
+            head = np.array([body.n_states, body.start, *body.accepting], dtype=np.int64)
+            return hashlib.blake2b(b"automaton" + head.tobytes()
+                                   + np.ascontiguousarray(body.edges).tobytes(),
+                                   digest_size=16).digest()
+        if any(s in self._calls for s in range(first, end)):
             return None
         flat: list[int] = [end - first, self._rule_accept[self._block_rule[block]] - first]
         for s in range(first, end):
