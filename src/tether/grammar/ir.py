@@ -81,15 +81,12 @@ class Grammar:
 
 def refs_in(expr: Expr) -> list[Ref]:
     """Every :class:`Ref` in ``expr``, in order of appearance."""
-    return _nodes_in(expr, Ref)
+    return nodes_in(expr, Ref)
 
 
-def groups_in(expr: Expr) -> list[AnyOrder]:
-    """Every :class:`AnyOrder` group in ``expr``, in order of appearance."""
-    return _nodes_in(expr, AnyOrder)
-
-
-def _nodes_in(expr: Expr, kind: type) -> list:
+def nodes_in(expr: Expr, kind: type | tuple[type, ...]) -> list:
+    """Every node of ``expr`` that is an instance of ``kind``, in order of appearance
+    (the parts of an :class:`AnyOrder` group included)."""
     out = []
     stack: list[Expr] = [expr]
     while stack:

@@ -12,6 +12,7 @@ token masks, caches and matchers of :mod:`tether.engine.regular` serve both.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from dataclasses import replace
 
@@ -19,23 +20,29 @@ from tether.automata.dfa import LazyDFA
 from tether.automata.nfa import build_nfa
 from tether.automata.regex_ast import Alternate, CharSet, Concat, Node, Repeat
 from tether.errors import CompileError, LimitExceeded
-from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref, refs_in
+from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref, nodes_in, refs_in
 
 MAX_INLINED_SIZE = 200_000  # syntax-tree nodes a grammar may grow to when inlined
 
 
 def check_grammar(grammar: Grammar) -> Grammar:
-    """Verify the IR invariants and drop rules the start rule cannot reach (with a
-    warning naming them). Raises :class:`CompileError` for a missing start rule, an
-    undefined reference, an unproductive rule (one that derives no string) or a rule to
-    match longest that is not defined."""
+    """Verify the IR invariants, drop rules the start rule cannot reach (with a warning
+    naming them) and make every part of an :class:`AnyOrder` group that is not a
+    reference a rule of its own (what the pushdown engine expects). Raises
+    :class:`CompileError` for a missing start rule, an undefined reference, an
+    unproductive rule (one that derives no string) or a rule to match longest that is
+    not defined."""
     if grammar.start not in grammar.rules:
         raise CompileError(f"the start rule {grammar.start!r} is not defined",
                            source=grammar.source)
     for name in sorted(grammar.longest - grammar.rules.keys()):
         raise CompileError(f"the rule {name!r} to match longest is not defined",
                            source=grammar.source)
-    refs = {name: refs_in(body) for name, body in grammar.rules.items()}
+    found = {name: nodes_in(body, (Ref, AnyOrder)) for name, body in grammar.rules.items()}
+    refs = {name: [n for n in nodes if isinstance(n, Ref)] for name, nodes in found.items()}
+    to_lift = [name for name, nodes in found.items() if any(
+        isinstance(n, AnyOrder) and not all(isinstance(p, Ref) for p in n.parts())
+        for n in nodes)]  # (a schema's groups have references only)
     for name, used in refs.items():
         for ref in used:
             if ref.name not in grammar.rules:
@@ -54,7 +61,63 @@ def check_grammar(grammar: Grammar) -> Grammar:
             raise CompileError(f"rule {name!r} derives no string (every alternative needs "
                                "itself or another unproductive rule)",
                                location=grammar.where.get(name), source=grammar.source)
-    return replace(grammar, rules=rules, where=dict(grammar.where))
+    checked = replace(grammar, rules=rules, where=dict(grammar.where))
+    return _lift_groups(checked, [n for n in to_lift if n in rules])
+
+
+def _lift_groups(grammar: Grammar, owners: list[str]) -> Grammar:
+    """The grammar with every part of an :class:`AnyOrder` group of rules ``owners``
+    that is not a reference made a rule of its own (named after the rule it is in)."""
+    if not owners:
+        return grammar
+    from tether.grammar.pda import BUILD_RECURSION_LIMIT
+    rules = dict(grammar.rules)
+    where = dict(grammar.where)
+    changed = False
+
+    def lift(owner: str, expr: Expr) -> Expr:
+        nonlocal changed
+        if isinstance(expr, AnyOrder):
+            def as_ref(part: Expr) -> Ref:
+                nonlocal changed
+                if isinstance(part, Ref):
+                    return part
+                changed = True
+                k = 0
+                while f"{owner}.{k}" in rules:
+                    k += 1
+                name = f"{owner}.{k}"
+                rules[name] = part  # placeholder while it is lifted in turn
+                rules[name] = lift(name, part)
+                if owner in where:
+                    where[name] = where[owner]
+                return Ref(name, expr.pos)
+            return AnyOrder(tuple(as_ref(m) for m in expr.members), expr.required,
+                            None if expr.extra is None else as_ref(expr.extra),
+                            as_ref(expr.comma), expr.min_count, expr.max_count, expr.pos)
+        if isinstance(expr, Concat | Alternate):
+            items = tuple(lift(owner, i) for i in expr.items)
+            if all(a is b for a, b in zip(items, expr.items, strict=True)):
+                return expr
+            return type(expr)(items, expr.pos)
+        if isinstance(expr, Repeat):
+            item = lift(owner, expr.item)
+            return expr if item is expr.item else Repeat(item, expr.min, expr.max, expr.pos)
+        return expr
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, BUILD_RECURSION_LIMIT))
+    try:
+        for name in owners:
+            rules[name] = lift(name, rules[name])
+    except RecursionError:
+        raise LimitExceeded("a rule of the grammar nests too deeply to build",
+                            source=grammar.source) from None
+    finally:
+        sys.setrecursionlimit(limit)
+    if not changed:
+        return grammar
+    return replace(grammar, rules=rules, where=where)
 
 
 def recursive_rules(grammar: Grammar) -> set[str]:

@@ -43,11 +43,11 @@ numbered (with its nullability, known in closed form) when a call of it is first
 at (:meth:`PushdownAutomaton._calls_of`) and built when first pushed
 (:meth:`PushdownAutomaton._expansion`), after the rules of the grammar, so only reached
 states are ever built: an object of 40 optional properties builds as many rules as the
-orders written so far reach, not 2^40. Members are rules of
-their own (a part of a group that is not a reference gets a rule, named after its
-owner), none derives the empty string, and a group's left calls are its members: left
-recursion through a group is refused like any other. The number of family rules is
-bounded (:class:`~tether.errors.LimitExceeded`).
+orders written so far reach, not 2^40. Members are rules of their own
+(:func:`~tether.grammar.lower.check_grammar` gives a part of a group that is not a
+reference a rule, named after its owner), none derives the empty string, and a group's
+left calls are its members: left recursion through a group is refused like any other.
+The number of family rules is bounded (:class:`~tether.errors.LimitExceeded`).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ from tether.automata.dfa import byte_classes as partition_bytes
 from tether.automata.nfa import _Builder, trim_moves
 from tether.automata.regex_ast import Alternate, Automaton, Concat, Repeat
 from tether.errors import CompileError, LimitExceeded
-from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref, groups_in
+from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref
 
 MAX_CONFIGURATIONS = 500_000
 MAX_STACK_NODES = 2_000_000
@@ -90,7 +90,7 @@ class PushdownAutomaton(LazyAutomaton):
 
     def __init__(self, grammar: Grammar, *, max_states: int = MAX_CONFIGURATIONS,
                  byte_classes: bool = True) -> None:
-        grammar = _lift_groups(without_direct_left_recursion(grammar))
+        grammar = without_direct_left_recursion(grammar)
         self.grammar = grammar
         self._build_nfa(grammar)
         self._nullable = _nullable_rules(self)
@@ -205,7 +205,7 @@ class PushdownAutomaton(LazyAutomaton):
     # -- AnyOrder groups: rules built per reached state (module docstring) ---------------
     def _group_root(self, group: AnyOrder, owner: str) -> int:
         """The rule of ``group`` with nothing written yet (the group numbered on first
-        use; its parts are references, see :func:`_lift_groups`)."""
+        use; its parts are references, see :func:`~tether.grammar.lower.check_grammar`)."""
         gid = self._group_ids.get(group)
         if gid is None:
             index = self._rule_index
@@ -810,60 +810,6 @@ class _RuleBuilder(_Builder):
             self.calls.setdefault(start, []).append((rule, end))
             return start, end
         return super().build(node)
-
-
-def _lift_groups(grammar: Grammar) -> Grammar:
-    """The grammar with every part of an :class:`AnyOrder` group that is not a
-    reference made a rule of its own (named after the rule it is in)."""
-    rules = dict(grammar.rules)
-    where = dict(grammar.where)
-    changed = False
-
-    def lift(owner: str, expr: Expr) -> Expr:
-        nonlocal changed
-        if isinstance(expr, AnyOrder):
-            def as_ref(part: Expr) -> Ref:
-                nonlocal changed
-                if isinstance(part, Ref):
-                    return part
-                changed = True
-                k = 0
-                while f"{owner}.{k}" in rules:
-                    k += 1
-                name = f"{owner}.{k}"
-                rules[name] = part  # placeholder while it is lifted in turn
-                rules[name] = lift(name, part)
-                if owner in where:
-                    where[name] = where[owner]
-                return Ref(name, expr.pos)
-            return AnyOrder(tuple(as_ref(m) for m in expr.members), expr.required,
-                            None if expr.extra is None else as_ref(expr.extra),
-                            as_ref(expr.comma), expr.min_count, expr.max_count, expr.pos)
-        if isinstance(expr, Concat | Alternate):
-            items = tuple(lift(owner, i) for i in expr.items)
-            if all(a is b for a, b in zip(items, expr.items, strict=True)):
-                return expr
-            return type(expr)(items, expr.pos)
-        if isinstance(expr, Repeat):
-            item = lift(owner, expr.item)
-            return expr if item is expr.item else Repeat(item, expr.min, expr.max, expr.pos)
-        return expr
-
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, BUILD_RECURSION_LIMIT))
-    try:
-        for name in list(rules):
-            if any(not isinstance(part, Ref) for group in groups_in(rules[name])
-                   for part in group.parts()):  # (a schema's groups have references only)
-                rules[name] = lift(name, rules[name])
-    except RecursionError:
-        raise LimitExceeded("a rule of the grammar nests too deeply to build",
-                            source=grammar.source) from None
-    finally:
-        sys.setrecursionlimit(limit)
-    if not changed:
-        return grammar
-    return replace(grammar, rules=rules, where=where)
 
 
 def _without(moves: Sequence[tuple[int, int, int]], guard: tuple[tuple[int, int], ...]
