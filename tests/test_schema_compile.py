@@ -406,3 +406,59 @@ def test_frames_of_key_states_derived_from_the_free_key_state(smollm2_vocab, smo
         assert len(a) == len(b), text
         for k, (x, y) in enumerate(zip(a, b, strict=True)):
             assert np.array_equal(x, y), (schema, text, k)
+
+
+def test_frames_of_forced_chains_equal_walked_frames(smollm2_vocab, smollm2_encode,
+                                                     monkeypatch) -> None:
+    """A frame that must first read a literal (a key, an enum value, a keyword) is the
+    tokens along that path of the trie plus what follows below its end: every mask along
+    instances of schemas and strings of a grammar with byte classes equals the mask
+    walked directly."""
+    from pathlib import Path
+
+    from tether.compiler import clear_cache
+    from tether.grammar.pda import PushdownAutomaton
+
+    sql = (Path(__file__).parent / "grammars/sql_select.lark").read_text()
+    cases = [(tether.JsonSchema(schema), json.dumps(instance, ensure_ascii=ascii_only))
+             for schema, instances in [
+                 (_OBJECTS[0], [{"name": "n", "id": 3}, {"names": 1, "nameless": 0},
+                                {"ünï": None, "a\\b": None, "": None}]),
+                 ({"type": "object", "properties": {
+                     "kind": {"enum": ["alpha", "alphabet", "beta"]},
+                     "tag": {"const": "fixed value"},
+                     "items": {"type": "array", "items": {"enum": [True, None, "x y"]}},
+                     "sub": {"type": "object", "required": ["deep"],
+                             "properties": {"deep": {"type": "number"}},
+                             "additionalProperties": False}},
+                   "required": ["kind"], "additionalProperties": False},
+                  [{"kind": "alphabet", "tag": "fixed value", "items": [True, "x y", None]},
+                   {"sub": {"deep": 1.5}, "kind": "beta"}, {"kind": "alpha", "items": []}]),
+             ] for instance in instances for ascii_only in (False, True)]
+    cases += [(tether.Grammar(sql, syntax="lark"), text) for text in (
+        "SELECT name, count(*) AS n FROM people p WHERE age >= 18 AND name LIKE 'a%'",
+        "select distinct a.b from t inner join u on t.x = u.y order by a desc limit 10;",
+        "SeLeCt * FrOm t WHERE x IS NOT NULL OR y NOT IN (1, 'two', null)")]
+    walks = [(constraint, text, smollm2_encode(text)) for constraint, text in cases]
+
+    def masks() -> list[list[np.ndarray]]:
+        clear_cache()
+        out = []
+        for constraint, _, tokens in walks:
+            matcher = tether.compile(constraint, smollm2_vocab).matcher()
+            seen = []
+            for token in tokens:
+                seen.append(matcher.mask().copy())
+                if not matcher.allowed(token):
+                    break
+                matcher.consume(token)
+            out.append(seen)
+        return out
+
+    chained = masks()
+    monkeypatch.setattr(PushdownAutomaton, "forced_chain", lambda self, item: None)
+    walked = masks()
+    for (_, text, tokens), a, b in zip(walks, chained, walked, strict=True):
+        assert len(a) == len(b), (text, len(a), len(b), len(tokens))
+        for k, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert np.array_equal(x, y), (text, k)

@@ -32,7 +32,12 @@ schemas a server compiles share their plain strings and numbers. And the frame o
 automaton state that reads like another state of its rule but for a few strings
 (:class:`~tether.automata.regex_ast.Exceptions`: an object's extra keys while they spell
 the start of a declared name) is derived from that state's frame: the two are read in
-step over the trie only where they differ (:meth:`PushdownCompiled._frame_except`).
+step over the trie only where they differ (:meth:`PushdownCompiled._frame_except`). A
+frame that must first read a literal (a key, an enum value, a keyword: each item set on
+the way has one move, calls nothing and may not end) is not walked either: it is the
+tokens along that path of the trie, plus what the item set after the literal reads
+below the path's end (:meth:`PushdownCompiled._frame_of_chain`; walked, the literal cost
+a row and a walk round per byte).
 """
 
 from __future__ import annotations
@@ -170,17 +175,40 @@ class PushdownCompiled(RegularCompiled):
                 if shared_key is not None:
                     hit = _shared_frame(self.vocab, shared_key)
                 if hit is None:
-                    walled = self.pda.walled_state(item)
-                    inner, ends = self._walker.mask_and_events(walled, lambda: self.pda.pops)
-                    ends = np.sort(ends)  # (what _subframe expects of the nodes below)
-                    inner.flags.writeable = False
-                    hit = (inner, ends, bool(self.pda.pops[walled]))
+                    chain = self.pda.forced_chain(item)
+                    hit = self._frame_of_chain(*chain) if chain else self._walk_frame(item)
                     if shared_key is not None:
                         _share_frame(self.vocab, shared_key, hit)
             self._frames[item] = hit
             if len(self._frames) > MAX_CACHED_FRAMES:
                 self._frames.popitem(last=False)
         return hit
+
+    def _walk_frame(self, item: int) -> Frame:
+        """The frame of ``item`` by a walk of the whole trie from it, on a wall."""
+        walled = self.pda.walled_state(item)
+        inner, ends = self._walker.mask_and_events(walled, lambda: self.pda.pops)
+        ends = np.sort(ends)  # (what _subframe expects of the nodes below)
+        inner.flags.writeable = False
+        return inner, ends, bool(self.pda.pops[walled])
+
+    def _frame_of_chain(self, classes: tuple[int, ...], after: int) -> Frame:
+        """The frame of an item set that must read ``classes`` (a literal) and then
+        reads as ``after``: the tokens along that path of the trie, and what ``after``
+        reads below the path's end (its frame cannot end on the way)."""
+        trie = self._walker.trie
+        path = _follow(trie.node_class, trie.size, np.array(classes, dtype=np.int32))
+        tokens = np.concatenate([trie.tok_ids[trie.tok_start[n]:trie.tok_start[n + 1]]
+                                 for n in path.tolist()]) if path.size else path
+        inner = bitmask.from_ids(tokens, self.vocab.size)
+        ends = np.zeros(0, dtype=np.int64)
+        if path.size == len(classes):  # the path is all in the trie: read on from after
+            below, ends = self._subframe(after, path[-1:])
+            inner |= below
+            if self.pda.pops[self.pda.walled_state(after)]:  # it may end at the path's end
+                ends = np.concatenate([path[-1:], ends])
+        inner.flags.writeable = False
+        return inner, ends, False
 
     def _frame_except(self, item: int, like: int) -> Frame | None:
         """The frame of ``item`` from that of ``like``, which reads what ``item`` reads
@@ -263,6 +291,21 @@ class PushdownCompiled(RegularCompiled):
             nodes, self.pda.walled_state(item), lambda: self.pda.pops)
         below.flags.writeable = False
         return below, np.sort(ends)
+
+
+@njit(cache=True, nogil=True)
+def _follow(node_class, size, classes):  # pragma: no cover - compiled
+    """The trie nodes along the path of ``classes`` from the root, as far as it goes."""
+    out = np.empty(classes.size, dtype=np.int64)
+    node = 0
+    for k in range(classes.size):
+        child, end = node + 1, node + size[node]
+        while child < end and node_class[child] != classes[k]:
+            child += size[child]
+        if child >= end:
+            return out[:k]
+        out[k] = node = child
+    return out
 
 
 @njit(cache=True, nogil=True)

@@ -77,6 +77,7 @@ NO_GUARD = -1  # see PushdownAutomaton.rule_guard
 MAX_GROUP_RULES = 500_000  # rules numbered for states of AnyOrder groups
 PENDING = -1  # the rule of a call to a group state not numbered yet (see _group_next)
 MAX_KEYED_RULE_STATES = 50_000  # a leaf rule larger than this gets no content key
+MAX_CHAIN = 256  # forced bytes followed at most (a token is shorter)
 
 FEW_RUNS = 16  # a row of at most this many runs is written by numpy slices, not a list
 BUILD_RECURSION_LIMIT = 20_000  # syntax-tree depth the NFA builder may recurse to
@@ -140,6 +141,7 @@ class PushdownAutomaton(LazyAutomaton):
         self._can_end: dict[int, bool] = {}  # per item set: _item_can_end
         self._stack_states: dict[int, int] = {}  # node -> the state of that stack alone
         self._rule_keys: dict[int, bytes | None] = {}  # per NFA block: _leaf_rule_digest
+        self._chains: dict[int, tuple] = {}  # per item set: forced_chain (() if none)
         self.pops = np.zeros(self.accepting.size, dtype=bool)
         root = self._rule_index[grammar.start]
         self.start = self._intern((self._node(self._rule_start_item[root], BOTTOM),))
@@ -567,6 +569,25 @@ class PushdownAutomaton(LazyAutomaton):
     def item_accepts(self, item: int) -> bool:
         """Whether a frame of ``item`` may end here (its rule's end is in it)."""
         return self._item_accepts[item]
+
+    def forced_chain(self, item: int) -> tuple[tuple[int, ...], int] | None:
+        """The byte classes a frame of ``item`` must read one after the other (each the
+        only move of an item set that calls nothing, may not end and has no guard, the
+        way through a literal) and the item set after them; None if the first byte is
+        not forced. Cached per item set."""
+        hit = self._chains.get(item)
+        if hit is None:
+            classes: list[int] = []
+            at = item
+            while (self._item_guard[at] == NO_GUARD and not self._item_accepts[at]
+                   and not self._calls_of(at) and len(classes) < MAX_CHAIN):
+                moves = self._item_moves(at)
+                if len(moves) != 1 or moves[0][0] != moves[0][1]:
+                    break
+                classes.append(moves[0][0])
+                at = moves[0][2]
+            hit = self._chains[item] = (tuple(classes), at) if classes else ()
+        return hit or None
 
     def _leaf_rule_digest(self, block: int) -> bytes | None:
         """A digest of the NFA states of a rule that calls no rule (``block``: where its
