@@ -408,12 +408,13 @@ def test_frames_of_key_states_derived_from_the_free_key_state(smollm2_vocab, smo
             assert np.array_equal(x, y), (schema, text, k)
 
 
-def test_frames_of_forced_chains_equal_walked_frames(smollm2_vocab, smollm2_encode,
-                                                     monkeypatch) -> None:
+def test_chained_and_composed_frames_equal_walked_frames(smollm2_vocab, smollm2_encode,
+                                                        monkeypatch) -> None:
     """A frame that must first read a literal (a key, an enum value, a keyword) is the
-    tokens along that path of the trie plus what follows below its end: every mask along
-    instances of schemas and strings of a grammar with byte classes equals the mask
-    walked directly."""
+    tokens along that path of the trie plus what follows below its end, and a frame that
+    only calls rules (a value's alternatives, an object's members in any order) is
+    composed from the callees' frames: every mask along instances of schemas and strings
+    of a grammar with byte classes equals the mask walked directly."""
     from pathlib import Path
 
     from tether.compiler import clear_cache
@@ -434,6 +435,12 @@ def test_frames_of_forced_chains_equal_walked_frames(smollm2_vocab, smollm2_enco
                    "required": ["kind"], "additionalProperties": False},
                   [{"kind": "alphabet", "tag": "fixed value", "items": [True, "x y", None]},
                    {"sub": {"deep": 1.5}, "kind": "beta"}, {"kind": "alpha", "items": []}]),
+                 ({"type": "object", "minProperties": 1, "maxProperties": 3, "properties": {
+                     "a": {"type": ["integer", "string", "null"]}, "ab": {"type": "boolean"},
+                     "b": {"anyOf": [{"type": "array", "items": {"type": "integer"}},
+                                     {"type": "object"}]}, "c": {}}},
+                  [{"b": [1, 2], "a": "x", "ab": False}, {"c": {"q": [None, 1.5]}, "a": None},
+                   {"zz": 1, "b": {"k": "v"}}, {"ab": True}]),
              ] for instance in instances for ascii_only in (False, True)]
     cases += [(tether.Grammar(sql, syntax="lark"), text) for text in (
         "SELECT name, count(*) AS n FROM people p WHERE age >= 18 AND name LIKE 'a%'",
@@ -457,6 +464,7 @@ def test_frames_of_forced_chains_equal_walked_frames(smollm2_vocab, smollm2_enco
 
     chained = masks()
     monkeypatch.setattr(PushdownAutomaton, "forced_chain", lambda self, item: None)
+    monkeypatch.setattr(PushdownAutomaton, "calls_alone", lambda self, item: None)
     walked = masks()
     for (_, text, tokens), a, b in zip(walks, chained, walked, strict=True):
         assert len(a) == len(b), (text, len(a), len(b), len(tokens))

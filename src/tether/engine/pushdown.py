@@ -37,7 +37,11 @@ frame that must first read a literal (a key, an enum value, a keyword: each item
 the way has one move, calls nothing and may not end) is not walked either: it is the
 tokens along that path of the trie, plus what the item set after the literal reads
 below the path's end (:meth:`PushdownCompiled._frame_of_chain`; walked, the literal cost
-a row and a walk round per byte).
+a row and a walk round per byte). And a frame that only calls rules (a value's
+alternatives, the state of an object whose members come in any order) is composed from
+its callees' frames and, below the nodes where a callee ends, what the continuation
+reads (:meth:`PushdownCompiled._compose_calls`): those pieces are cached per item set
+and per (item set, nodes), so the states of one object share their members' frames.
 """
 
 from __future__ import annotations
@@ -158,7 +162,7 @@ class PushdownCompiled(RegularCompiled):
                 words |= below
                 if ends.size:
                     below_nodes.setdefault(pda.rule_guard(guarded), []).append(ends)
-                if pda.pops[pda.walled_state(guarded)]:  # ends before reading a byte
+                if pda.ends_at_once(guarded):  # ends before reading a byte
                     below_nodes.setdefault(pda.pop_guard(guarded), []).append(here)
             # (a node met twice would be walked twice below, and again at every level)
             nodes = {g: reduce(_union, parts) for g, parts in below_nodes.items()}
@@ -176,7 +180,10 @@ class PushdownCompiled(RegularCompiled):
                     hit = _shared_frame(self.vocab, shared_key)
                 if hit is None:
                     chain = self.pda.forced_chain(item)
-                    hit = self._frame_of_chain(*chain) if chain else self._walk_frame(item)
+                    calls = None if chain else self.pda.calls_alone(item)
+                    hit = (self._frame_of_chain(*chain) if chain else
+                           self._frame_of_calls(item, calls) if calls else
+                           self._walk_frame(item))
                     if shared_key is not None:
                         _share_frame(self.vocab, shared_key, hit)
             self._frames[item] = hit
@@ -205,10 +212,47 @@ class PushdownCompiled(RegularCompiled):
         if path.size == len(classes):  # the path is all in the trie: read on from after
             below, ends = self._subframe(after, path[-1:])
             inner |= below
-            if self.pda.pops[self.pda.walled_state(after)]:  # it may end at the path's end
+            if self.pda.ends_at_once(after):  # it may end at the path's end
                 ends = np.concatenate([path[-1:], ends])
         inner.flags.writeable = False
         return inner, ends, False
+
+    def _frame_of_calls(self, item: int, calls: tuple[tuple[int, int, bool], ...]
+                        ) -> Frame:
+        """The frame of an item set that only calls (see
+        :meth:`~tether.grammar.pda.PushdownAutomaton.calls_alone`), composed: each
+        callee's frame, and below the nodes where it ends what the continuation reads
+        (a callee that may be empty has nothing after it)."""
+        inner, ends = self._compose_calls(calls, None)
+        inner.flags.writeable = False
+        return inner, ends, self.pda.ends_at_once(item)
+
+    def _compose_calls(self, calls: tuple[tuple[int, int, bool], ...],
+                       nodes: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """What a frame that only makes ``calls`` reads from the root (``nodes`` None)
+        or below trie ``nodes``, and where it ends there (not at ``nodes`` themselves:
+        an end before reading is its caller's to see, from the frame's flags)."""
+        pda = self.pda
+        words = np.zeros_like(self._empty)
+        parts: list[np.ndarray] = []
+        for callee, cont, final in calls:
+            if nodes is None:
+                inner, ends, _ = self._frame(callee)
+            else:
+                inner, ends = self._subframe(callee, nodes)
+            words |= inner
+            if not ends.size:
+                continue
+            if final:  # a tail call: where the callee ends, the frame ends
+                parts.append(ends)
+                continue
+            below, below_ends = self._subframe(cont, ends)
+            words |= below
+            parts.append(below_ends)
+            if pda.ends_at_once(cont):  # the continuation may end at once
+                parts.append(ends)
+        ends = reduce(_union, parts) if parts else np.zeros(0, dtype=np.int64)
+        return words, ends
 
     def _frame_except(self, item: int, like: int) -> Frame | None:
         """The frame of ``item`` from that of ``like``, which reads what ``item`` reads
@@ -287,6 +331,11 @@ class PushdownCompiled(RegularCompiled):
         return hit
 
     def _walk_below(self, item: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        calls = self.pda.calls_alone(item)
+        if calls:
+            below, ends = self._compose_calls(calls, nodes)
+            below.flags.writeable = False
+            return below, ends
         below, ends = self._walker.subtrees_mask_and_events(
             nodes, self.pda.walled_state(item), lambda: self.pda.pops)
         below.flags.writeable = False

@@ -142,6 +142,7 @@ class PushdownAutomaton(LazyAutomaton):
         self._stack_states: dict[int, int] = {}  # node -> the state of that stack alone
         self._rule_keys: dict[int, bytes | None] = {}  # per NFA block: _leaf_rule_digest
         self._chains: dict[int, tuple] = {}  # per item set: forced_chain (() if none)
+        self._alone: dict[int, tuple] = {}  # per item set: calls_alone (() if none)
         self.pops = np.zeros(self.accepting.size, dtype=bool)
         root = self._rule_index[grammar.start]
         self.start = self._intern((self._node(self._rule_start_item[root], BOTTOM),))
@@ -569,6 +570,36 @@ class PushdownAutomaton(LazyAutomaton):
     def item_accepts(self, item: int) -> bool:
         """Whether a frame of ``item`` may end here (its rule's end is in it)."""
         return self._item_accepts[item]
+
+    def ends_at_once(self, item: int) -> bool:
+        """Whether a frame of ``item`` (on a wall) may end before reading a byte."""
+        state = self.walled_state(item)  # (first: interning may grow ``pops``)
+        return bool(self.pops[state])
+
+    def calls_alone(self, item: int) -> tuple[tuple[int, int, bool], ...] | None:
+        """For an item set that reads nothing itself (no byte moves, no guard) and
+        makes calls, none of a rule that may be empty unless nothing follows it nor of a
+        rule matched longest: per call, (the callee's start item set, the item set to
+        continue with, whether that one is final: nothing follows); else None. Cached
+        per item set."""
+        hit = self._alone.get(item)
+        if hit is None:
+            calls = self._calls_of(item)
+            hit = ()
+            if calls and self._item_guard[item] == NO_GUARD and not self._item_moves(item) \
+                    and all(not self._nullable[rule] or self._item_final[cont]
+                            for rule, cont in calls):
+                out = []
+                for rule, cont in calls:
+                    start = self._rule_start_item[rule]
+                    if start < 0:  # a group state met for the first time
+                        start = self._build_group_rule(rule)
+                    out.append((start, cont, self._item_final[cont]))
+                # (a rule matched longest guards what follows it: walked instead)
+                if all(self.rule_guard(start) == NO_GUARD for start, _, _ in out):
+                    hit = tuple(out)
+            self._alone[item] = hit
+        return hit or None
 
     def forced_chain(self, item: int) -> tuple[tuple[int, ...], int] | None:
         """The byte classes a frame of ``item`` must read one after the other (each the
