@@ -398,3 +398,14 @@ def _share_frame(vocab: Vocabulary, key: Hashable, frame: Frame) -> None:
         _SHARED_FRAMES[(vocab.fingerprint, key)] = frame
         if len(_SHARED_FRAMES) > MAX_SHARED_FRAMES:
             _SHARED_FRAMES.popitem(last=False)
+
+
+def _warm_up() -> None:
+    """Load the compiled kernels now, not inside the first mask that needs them (see
+    :func:`tether.engine.token_masks._warm_up`)."""
+    one = np.zeros(1, dtype=np.int64)
+    _union(one, one)
+    _follow(np.zeros(1, dtype=np.int32), np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int32))
+
+
+_warm_up()
