@@ -376,6 +376,7 @@ def test_frames_of_key_states_derived_from_the_free_key_state(smollm2_vocab, smo
     state after a character no name starts with, less the names' ends: every mask along
     every instance equals the mask walked directly."""
     from tether.compiler import clear_cache
+    from tether.engine.pushdown import _SHARED_FRAMES
     from tether.grammar.pda import PushdownAutomaton
 
     validator = jsonschema.Draft202012Validator
@@ -387,6 +388,7 @@ def test_frames_of_key_states_derived_from_the_free_key_state(smollm2_vocab, smo
 
     def masks() -> list[list[np.ndarray]]:
         clear_cache()
+        _SHARED_FRAMES.clear()  # (frames of leaf rules are shared across compiles)
         out = []
         for schema, _, tokens in walks:
             matcher = tether.compile(tether.JsonSchema(schema), smollm2_vocab).matcher()
@@ -418,6 +420,7 @@ def test_chained_and_composed_frames_equal_walked_frames(smollm2_vocab, smollm2_
     from pathlib import Path
 
     from tether.compiler import clear_cache
+    from tether.engine.pushdown import _SHARED_FRAMES
     from tether.grammar.pda import PushdownAutomaton
 
     sql = (Path(__file__).parent / "grammars/sql_select.lark").read_text()
@@ -441,15 +444,21 @@ def test_chained_and_composed_frames_equal_walked_frames(smollm2_vocab, smollm2_
                                      {"type": "object"}]}, "c": {}}},
                   [{"b": [1, 2], "a": "x", "ab": False}, {"c": {"q": [None, 1.5]}, "a": None},
                    {"zz": 1, "b": {"k": "v"}}, {"ab": True}]),
+                 ({"type": "array", "items": {"enum": ["ab", "cd", "x"]}},
+                  [["ab", "cd", "x", "ab"], ["x"]]),
              ] for instance in instances for ascii_only in (False, True)]
     cases += [(tether.Grammar(sql, syntax="lark"), text) for text in (
         "SELECT name, count(*) AS n FROM people p WHERE age >= 18 AND name LIKE 'a%'",
         "select distinct a.b from t inner join u on t.x = u.y order by a desc limit 10;",
         "SeLeCt * FrOm t WHERE x IS NOT NULL OR y NOT IN (1, 'two', null)")]
-    walks = [(constraint, text, smollm2_encode(text)) for constraint, text in cases]
+    by_bytes = {smollm2_vocab.token_bytes(t): t for t in range(smollm2_vocab.size)}
+    walks = [(constraint, text, tokens) for constraint, text in cases
+             for tokens in (smollm2_encode(text),  # and a byte at a time: every position
+                            [by_bytes[bytes([b])] for b in text.encode()])]
 
     def masks() -> list[list[np.ndarray]]:
         clear_cache()
+        _SHARED_FRAMES.clear()  # (frames of leaf rules are shared across compiles)
         out = []
         for constraint, _, tokens in walks:
             matcher = tether.compile(constraint, smollm2_vocab).matcher()

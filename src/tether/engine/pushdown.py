@@ -201,21 +201,29 @@ class PushdownCompiled(RegularCompiled):
 
     def _frame_of_chain(self, classes: tuple[int, ...], after: int) -> Frame:
         """The frame of an item set that must read ``classes`` (a literal) and then
-        reads as ``after``: the tokens along that path of the trie, and what ``after``
-        reads below the path's end (its frame cannot end on the way)."""
-        trie = self._walker.trie
-        path = _follow(trie.node_class, trie.size, np.array(classes, dtype=np.int32))
-        tokens = np.concatenate([trie.tok_ids[trie.tok_start[n]:trie.tok_start[n + 1]]
-                                 for n in path.tolist()]) if path.size else path
-        inner = bitmask.from_ids(tokens, self.vocab.size)
-        ends = np.zeros(0, dtype=np.int64)
-        if path.size == len(classes):  # the path is all in the trie: read on from after
-            below, ends = self._subframe(after, path[-1:])
-            inner |= below
-            if self.pda.ends_at_once(after):  # it may end at the path's end
-                ends = np.concatenate([path[-1:], ends])
-        inner.flags.writeable = False
+        reads as ``after`` (see :meth:`_read_chain`)."""
+        inner, ends = self._read_chain(classes, after, np.zeros(1, dtype=np.int64))
         return inner, ends, False
+
+    def _read_chain(self, classes: tuple[int, ...], after: int, nodes: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """What a frame that must read ``classes`` and then reads as ``after`` reads
+        below trie ``nodes`` (sorted): the tokens along the path of ``classes`` below
+        each, and what ``after`` reads below the paths' ends; where it ends there (not on
+        the way: a literal's item sets may not end)."""
+        trie = self._walker.trie
+        words = np.zeros_like(self._empty)
+        path_ends = _follow(trie.node_class, trie.size, trie.tok_start, trie.tok_ids, nodes,
+                            np.array(classes, dtype=np.int32), words)
+        ends = np.zeros(0, dtype=np.int64)
+        if path_ends.size:
+            path_ends = np.sort(path_ends)  # (nodes may nest: their paths' ends interleave)
+            below, ends = self._subframe(after, path_ends)
+            words |= below
+            if self.pda.ends_at_once(after):  # it may end at the paths' ends
+                ends = _union(path_ends, ends)
+        words.flags.writeable = False
+        return words, ends
 
     def _frame_of_calls(self, item: int, calls: tuple[tuple[int, int, bool], ...]
                         ) -> Frame:
@@ -331,6 +339,9 @@ class PushdownCompiled(RegularCompiled):
         return hit
 
     def _walk_below(self, item: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        chain = self.pda.forced_chain(item)
+        if chain:
+            return self._read_chain(*chain, nodes)
         calls = self.pda.calls_alone(item)
         if calls:
             below, ends = self._compose_calls(calls, nodes)
@@ -343,18 +354,28 @@ class PushdownCompiled(RegularCompiled):
 
 
 @njit(cache=True, nogil=True)
-def _follow(node_class, size, classes):  # pragma: no cover - compiled
-    """The trie nodes along the path of ``classes`` from the root, as far as it goes."""
-    out = np.empty(classes.size, dtype=np.int64)
-    node = 0
-    for k in range(classes.size):
-        child, end = node + 1, node + size[node]
-        while child < end and node_class[child] != classes[k]:
-            child += size[child]
-        if child >= end:
-            return out[:k]
-        out[k] = node = child
-    return out
+def _follow(node_class, size, tok_start, tok_ids, nodes, classes, words
+            ):  # pragma: no cover - compiled
+    """Set in ``words`` the tokens along the path of ``classes`` below each of ``nodes``
+    (as far as the trie goes); return the nodes where a whole path ends, in order."""
+    ends = np.empty(nodes.size, dtype=np.int64)
+    n_ends = 0
+    for k in range(nodes.size):
+        node = nodes[k]
+        for j in range(classes.size):
+            child, end = node + 1, node + size[node]
+            while child < end and node_class[child] != classes[j]:
+                child += size[child]
+            if child >= end:
+                break
+            node = child
+            for i in range(tok_start[node], tok_start[node + 1]):
+                t = tok_ids[i]
+                words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+            if j == classes.size - 1:
+                ends[n_ends] = node
+                n_ends += 1
+    return ends[:n_ends]
 
 
 @njit(cache=True, nogil=True)
@@ -405,7 +426,8 @@ def _warm_up() -> None:
     :func:`tether.engine.token_masks._warm_up`)."""
     one = np.zeros(1, dtype=np.int64)
     _union(one, one)
-    _follow(np.zeros(1, dtype=np.int32), np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int32))
+    _follow(np.zeros(1, dtype=np.int32), np.ones(1, dtype=np.int64), np.zeros(2, dtype=np.int64),
+            one, one, np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.uint32))
 
 
 _warm_up()
