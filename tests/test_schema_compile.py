@@ -375,39 +375,54 @@ def test_frames_of_key_states_derived_from_the_free_key_state(smollm2_vocab, smo
     """An object's extra keys (any string but its properties' names) are masked from the
     state after a character no name starts with, less the names' ends: every mask along
     every instance equals the mask walked directly."""
-    from tether.compiler import clear_cache
-    from tether.engine.pushdown import _SHARED_FRAMES
     from tether.grammar.pda import PushdownAutomaton
 
     validator = jsonschema.Draft202012Validator
-    walks = [(schema, text, smollm2_encode(text))
+    walks = [(tether.JsonSchema(schema), text, tokens)
              for schema in _OBJECTS for instance in _INSTANCES
              if validator(schema).is_valid(instance)
              for text in (json.dumps(instance, ensure_ascii=False),
-                          json.dumps(instance))]  # (also \\u escapes of non-ASCII)
-
-    def masks() -> list[list[np.ndarray]]:
-        clear_cache()
-        _SHARED_FRAMES.clear()  # (frames of leaf rules are shared across compiles)
-        out = []
-        for schema, _, tokens in walks:
-            matcher = tether.compile(tether.JsonSchema(schema), smollm2_vocab).matcher()
-            seen = []
-            for token in tokens:
-                seen.append(matcher.mask().copy())
-                if not matcher.allowed(token):
-                    break
-                matcher.consume(token)
-            out.append(seen)
-        return out
-
-    derived = masks()
+                          json.dumps(instance))  # (also \\u escapes of non-ASCII)
+             for tokens in (smollm2_encode(text), _bytes_as_tokens(smollm2_vocab, text))]
+    derived = _masks_along(smollm2_vocab, walks)
     monkeypatch.setattr(PushdownAutomaton, "frame_exception", lambda self, item: None)
-    walked = masks()
-    for (schema, text, _), a, b in zip(walks, derived, walked, strict=True):
-        assert len(a) == len(b), text
-        for k, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert np.array_equal(x, y), (schema, text, k)
+    _assert_same_masks(walks, derived, _masks_along(smollm2_vocab, walks))
+
+
+def _bytes_as_tokens(vocab, text: str) -> list[int]:
+    """``text`` a byte at a time (single-byte tokens): a walk reaching every position."""
+    by_bytes = {vocab.token_bytes(t): t for t in range(vocab.size)}
+    return [by_bytes[bytes([b])] for b in text.encode()]
+
+
+def _masks_along(vocab, walks: list[tuple]) -> list[list[np.ndarray]]:
+    """The mask before each token of each ``(constraint, text, tokens)`` walk, until a
+    token is refused; compiled from scratch (the frames of leaf rules too, which are
+    shared across compiles)."""
+    from tether.compiler import clear_cache
+    from tether.engine.pushdown import _SHARED_FRAMES
+
+    clear_cache()
+    _SHARED_FRAMES.clear()
+    out = []
+    for constraint, _, tokens in walks:
+        matcher = tether.compile(constraint, vocab).matcher()
+        seen = []
+        for token in tokens:
+            seen.append(matcher.mask().copy())
+            if not matcher.allowed(token):
+                break
+            matcher.consume(token)
+        out.append(seen)
+    return out
+
+
+def _assert_same_masks(walks: list[tuple], a: list[list[np.ndarray]],
+                       b: list[list[np.ndarray]]) -> None:
+    for (_, text, _), x, y in zip(walks, a, b, strict=True):
+        assert len(x) == len(y), text
+        for k, (mx, my) in enumerate(zip(x, y, strict=True)):
+            assert np.array_equal(mx, my), (text, k)
 
 
 def test_chained_and_composed_frames_equal_walked_frames(smollm2_vocab, smollm2_encode,
@@ -419,8 +434,6 @@ def test_chained_and_composed_frames_equal_walked_frames(smollm2_vocab, smollm2_
     of a grammar with byte classes equals the mask walked directly."""
     from pathlib import Path
 
-    from tether.compiler import clear_cache
-    from tether.engine.pushdown import _SHARED_FRAMES
     from tether.grammar.pda import PushdownAutomaton
 
     sql = (Path(__file__).parent / "grammars/sql_select.lark").read_text()
@@ -451,31 +464,10 @@ def test_chained_and_composed_frames_equal_walked_frames(smollm2_vocab, smollm2_
         "SELECT name, count(*) AS n FROM people p WHERE age >= 18 AND name LIKE 'a%'",
         "select distinct a.b from t inner join u on t.x = u.y order by a desc limit 10;",
         "SeLeCt * FrOm t WHERE x IS NOT NULL OR y NOT IN (1, 'two', null)")]
-    by_bytes = {smollm2_vocab.token_bytes(t): t for t in range(smollm2_vocab.size)}
     walks = [(constraint, text, tokens) for constraint, text in cases
-             for tokens in (smollm2_encode(text),  # and a byte at a time: every position
-                            [by_bytes[bytes([b])] for b in text.encode()])]
+             for tokens in (smollm2_encode(text), _bytes_as_tokens(smollm2_vocab, text))]
 
-    def masks() -> list[list[np.ndarray]]:
-        clear_cache()
-        _SHARED_FRAMES.clear()  # (frames of leaf rules are shared across compiles)
-        out = []
-        for constraint, _, tokens in walks:
-            matcher = tether.compile(constraint, smollm2_vocab).matcher()
-            seen = []
-            for token in tokens:
-                seen.append(matcher.mask().copy())
-                if not matcher.allowed(token):
-                    break
-                matcher.consume(token)
-            out.append(seen)
-        return out
-
-    chained = masks()
+    chained = _masks_along(smollm2_vocab, walks)
     monkeypatch.setattr(PushdownAutomaton, "forced_chain", lambda self, item: None)
     monkeypatch.setattr(PushdownAutomaton, "calls_alone", lambda self, item: None)
-    walked = masks()
-    for (_, text, tokens), a, b in zip(walks, chained, walked, strict=True):
-        assert len(a) == len(b), (text, len(a), len(b), len(tokens))
-        for k, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert np.array_equal(x, y), (text, k)
+    _assert_same_masks(walks, chained, _masks_along(smollm2_vocab, walks))
