@@ -464,6 +464,9 @@ def test_chained_and_composed_frames_equal_walked_frames(smollm2_vocab, smollm2_
         "SELECT name, count(*) AS n FROM people p WHERE age >= 18 AND name LIKE 'a%'",
         "select distinct a.b from t inner join u on t.x = u.y order by a desc limit 10;",
         "SeLeCt * FrOm t WHERE x IS NOT NULL OR y NOT IN (1, 'two', null)")]
+    cases += [(tether.grammars.python(), text) for text in (
+        "import os.path as p\n\ndef f(x, *a, k=1):\n    return [y ** 2 for y in a if not y]\n",
+        "class C(B):\n    @property\n    def v(self) -> int:\n        return self._v or -1\n")]
     walks = [(constraint, text, tokens) for constraint, text in cases
              for tokens in (smollm2_encode(text), _bytes_as_tokens(smollm2_vocab, text))]
 

@@ -90,6 +90,7 @@ class PushdownCompiled(RegularCompiled):
         self._large_subframes: OrderedDict[tuple[int, ...], tuple[
             np.ndarray, tuple[np.ndarray, np.ndarray]]] = OrderedDict()
         self._large_nodes = 0  # trie nodes held by _large_subframes
+        self._composing: set[int] = set()  # item sets whose frames are being composed
 
     def precompute(self, deadline: float, max_states: int = PRECOMPUTE_STATES) -> int:
         """Compute the start state's mask (what the user waits for); later masks are
@@ -179,11 +180,14 @@ class PushdownCompiled(RegularCompiled):
                 if shared_key is not None:
                     hit = _shared_frame(self.vocab, shared_key)
                 if hit is None:
+                    if item in self._composing:  # a cycle of calls that read nothing
+                        raise _Cycle
                     chain = self.pda.forced_chain(item)
                     calls = None if chain else self.pda.calls_alone(item)
                     hit = (self._frame_of_chain(*chain) if chain else
-                           self._frame_of_calls(item, calls) if calls else
-                           self._walk_frame(item))
+                           self._frame_of_calls(item, calls) if calls else None)
+                    if hit is None:
+                        hit = self._walk_frame(item)
                     if shared_key is not None:
                         _share_frame(self.vocab, shared_key, hit)
             self._frames[item] = hit
@@ -225,25 +229,37 @@ class PushdownCompiled(RegularCompiled):
         words.flags.writeable = False
         return words, ends
 
-    def _frame_of_calls(self, item: int, calls: tuple[tuple[int, int, bool], ...]
-                        ) -> Frame:
+    def _frame_of_calls(self, item: int, calls: tuple[tuple[int, int, bool, bool], ...]
+                        ) -> Frame | None:
         """The frame of an item set that only calls (see
         :meth:`~tether.grammar.pda.PushdownAutomaton.calls_alone`), composed: each
-        callee's frame, and below the nodes where it ends what the continuation reads
-        (a callee that may be empty has nothing after it)."""
-        inner, ends = self._compose_calls(calls, None)
+        callee's frame, below the nodes where it ends what the continuation reads, and
+        the continuation's frame if the callee may be empty. None if that comes back to
+        a frame being composed (a cycle of calls that read nothing): then it is walked."""
+        self._composing.add(item)
+        try:
+            inner, ends = self._compose_calls(calls, None)
+        except _Cycle:
+            return None
+        finally:
+            self._composing.discard(item)
         inner.flags.writeable = False
         return inner, ends, self.pda.ends_at_once(item)
 
-    def _compose_calls(self, calls: tuple[tuple[int, int, bool], ...],
+    def _compose_calls(self, calls: tuple[tuple[int, int, bool, bool], ...],
                        nodes: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """What a frame that only makes ``calls`` reads from the root (``nodes`` None)
         or below trie ``nodes``, and where it ends there (not at ``nodes`` themselves:
-        an end before reading is its caller's to see, from the frame's flags)."""
+        an end before reading is its caller's to see, from the frame's flags). Below
+        nodes, no callee may be empty unless nothing follows it."""
         pda = self.pda
         words = np.zeros_like(self._empty)
         parts: list[np.ndarray] = []
-        for callee, cont, final in calls:
+        for callee, cont, final, empty in calls:
+            if empty and not final:  # the continuation reads from here too
+                inner, ends, _ = self._frame(cont)
+                words |= inner
+                parts.append(ends)
             if nodes is None:
                 inner, ends, _ = self._frame(callee)
             else:
@@ -343,7 +359,7 @@ class PushdownCompiled(RegularCompiled):
         if chain:
             return self._read_chain(*chain, nodes)
         calls = self.pda.calls_alone(item)
-        if calls:
+        if calls and all(final or not empty for _, _, final, empty in calls):
             below, ends = self._compose_calls(calls, nodes)
             below.flags.writeable = False
             return below, ends
@@ -351,6 +367,10 @@ class PushdownCompiled(RegularCompiled):
             nodes, self.pda.walled_state(item), lambda: self.pda.pops)
         below.flags.writeable = False
         return below, np.sort(ends)
+
+
+class _Cycle(Exception):  # noqa: N818 - a signal, not an error
+    """A frame's composition came back to a frame being composed."""
 
 
 @njit(cache=True, nogil=True)

@@ -576,27 +576,24 @@ class PushdownAutomaton(LazyAutomaton):
         state = self.walled_state(item)  # (first: interning may grow ``pops``)
         return bool(self.pops[state])
 
-    def calls_alone(self, item: int) -> tuple[tuple[int, int, bool], ...] | None:
+    def calls_alone(self, item: int) -> tuple[tuple[int, int, bool, bool], ...] | None:
         """For an item set that reads nothing itself (no byte moves, no guard) and
-        makes calls, none of a rule that may be empty unless nothing follows it nor of a
-        rule matched longest: per call, (the callee's start item set, the item set to
-        continue with, whether that one is final: nothing follows); else None. Cached
-        per item set."""
+        only makes calls, none of a rule matched longest: per call, (the callee's start
+        item set, the item set to continue with, whether that one is final: nothing
+        follows, whether the callee may be empty); else None. Cached per item set."""
         hit = self._alone.get(item)
         if hit is None:
             calls = self._calls_of(item)
             hit = ()
-            if calls and self._item_guard[item] == NO_GUARD and not self._item_moves(item) \
-                    and all(not self._nullable[rule] or self._item_final[cont]
-                            for rule, cont in calls):
+            if calls and self._item_guard[item] == NO_GUARD and not self._item_moves(item):
                 out = []
                 for rule, cont in calls:
                     start = self._rule_start_item[rule]
                     if start < 0:  # a group state met for the first time
                         start = self._build_group_rule(rule)
-                    out.append((start, cont, self._item_final[cont]))
+                    out.append((start, cont, self._item_final[cont], self._nullable[rule]))
                 # (a rule matched longest guards what follows it: walked instead)
-                if all(self.rule_guard(start) == NO_GUARD for start, _, _ in out):
+                if all(self.rule_guard(start) == NO_GUARD for start, _, _, _ in out):
                     hit = tuple(out)
             self._alone[item] = hit
         return hit or None
