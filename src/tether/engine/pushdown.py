@@ -201,7 +201,7 @@ class PushdownCompiled(RegularCompiled):
         inner, ends = self._walker.mask_and_events(walled, lambda: self.pda.pops)
         ends = np.sort(ends)  # (what _subframe expects of the nodes below)
         inner.flags.writeable = False
-        return inner, ends, bool(self.pda.pops[walled])
+        return inner, ends, self.pda.ends_at_once(item)
 
     def _frame_of_chain(self, classes: tuple[int, ...], after: int) -> Frame:
         """The frame of an item set that must read ``classes`` (a literal) and then

@@ -299,6 +299,11 @@ class PushdownAutomaton(LazyAutomaton):
         item = self._rule_start_item[rule] = self._item(self._closure(start))
         return item
 
+    def _start_item(self, rule: int) -> int:
+        """The start item set of ``rule`` (a group state's rule built when first met)."""
+        start = self._rule_start_item[rule]
+        return start if start >= 0 else self._build_group_rule(rule)
+
     def _check_groups(self) -> None:
         names = self._rule_names
         for g in self._groups:
@@ -413,10 +418,7 @@ class PushdownAutomaton(LazyAutomaton):
             guard = self._item_guard[item]  # the callee reads first: it inherits the guard
             for rule, cont in self._calls_of(item):
                 below = parent if self._item_final[cont] else self._node(cont, parent)
-                start = self._rule_start_item[rule]
-                if start < 0:  # a group state pushed for the first time
-                    start = self._build_group_rule(rule)
-                pushed.append(self._node(self.guarded(start, guard), below))
+                pushed.append(self._node(self.guarded(self._start_item(rule), guard), below))
             if parent >= 0 and self._item_accepts[item]:
                 pushed.append(self.popped_to(item, parent))
             for n in pushed:
@@ -586,12 +588,8 @@ class PushdownAutomaton(LazyAutomaton):
             calls = self._calls_of(item)
             hit = ()
             if calls and self._item_guard[item] == NO_GUARD and not self._item_moves(item):
-                out = []
-                for rule, cont in calls:
-                    start = self._rule_start_item[rule]
-                    if start < 0:  # a group state met for the first time
-                        start = self._build_group_rule(rule)
-                    out.append((start, cont, self._item_final[cont], self._nullable[rule]))
+                out = [(self._start_item(rule), cont, self._item_final[cont],
+                        self._nullable[rule]) for rule, cont in calls]
                 # (a rule matched longest guards what follows it: walked instead)
                 if all(self.rule_guard(start) == NO_GUARD for start, _, _, _ in out):
                     hit = tuple(out)
