@@ -150,3 +150,55 @@ def test_bitmask_conversions() -> None:
     assert additive[5] == 0 and np.isneginf(additive[6])
     batch = np.stack([words, bitmask.from_ids([1], 100)])
     assert bitmask.to_bool(batch, 100).sum(axis=1).tolist() == [5, 1]
+
+
+
+def test_walks_below_many_nodes_by_class_equal_walks_node_by_node(
+        smollm2_vocab: tether.Vocabulary, smollm2_encode, monkeypatch) -> None:
+    """A walk below many trie nodes starts from the children whose class the state
+    reads, found by class: the tokens and the ends equal those of the walk below each
+    node in turn, for node sets nested and not (every node to depth 3, the nodes where
+    an identifier may end, a random sample), from the frames of Python's grammar met
+    along a line."""
+    import tether.grammars
+    from tether.engine import token_masks
+
+    compiled = tether.compile(tether.grammars.python(), smollm2_vocab)
+    walker, pda = compiled._walker, compiled.pda
+    trie = walker.trie
+    matcher = compiled.matcher()
+    for token in smollm2_encode("x = y +(1, a)\n"):
+        matcher.mask()
+        matcher.consume(token)
+    states = [pda.walled_state(item) for item in range(len(pda._items))]
+    letters = {int(c) for c in pda.class_of_byte[np.frombuffer(
+        b"abcdefghijklmnopqrstuvwxyz_", dtype=np.uint8)]}
+    on_path = np.zeros(trie.size.size, dtype=bool)  # the nodes whose bytes are all letters
+    for node in range(1, trie.size.size):
+        parent = trie.node_parent[node]
+        on_path[node] = trie.node_class[node] in letters and (parent == 0 or on_path[parent])
+    rng = np.random.default_rng(0)
+    node_sets = [np.flatnonzero((trie.node_depth <= 3) & (trie.node_depth > 0)),
+                 np.flatnonzero(on_path),
+                 np.sort(rng.choice(trie.size.size, 5000, replace=False))]
+
+    assert all(nodes.size >= token_masks.BY_CLASS_NODES for nodes in node_sets)
+
+    def walks():
+        out = []
+        for nodes in node_sets:
+            for state in states:
+                words, events = walker.subtrees_mask_and_events(nodes, state,
+                                                                lambda: pda.pops)
+                out.append((words, np.sort(events)))
+        return out
+
+    started = []
+    by_class_starts = token_masks._children_in_classes
+    monkeypatch.setattr(token_masks, "_children_in_classes",
+                        lambda *a: started.append(a[0]) or by_class_starts(*a))
+    by_class = walks()
+    assert len(started) > len(states)  # (what many frames read first is narrow)
+    monkeypatch.setattr(token_masks, "BY_CLASS_NODES", 1 << 62)
+    for (a, ends_a), (b, ends_b) in zip(by_class, walks(), strict=True):
+        assert np.array_equal(a, b) and np.array_equal(ends_a, ends_b)
