@@ -428,10 +428,12 @@ def _assert_same_masks(walks: list[tuple], a: list[list[np.ndarray]],
 def test_chained_and_composed_frames_equal_walked_frames(smollm2_vocab, smollm2_encode,
                                                         monkeypatch) -> None:
     """A frame that must first read a literal (a key, an enum value, a keyword) is the
-    tokens along that path of the trie plus what follows below its end, and a frame that
-    only calls rules (a value's alternatives, an object's members in any order) is
-    composed from the callees' frames: every mask along instances of schemas and strings
-    of a grammar with byte classes equals the mask walked directly."""
+    tokens along that path of the trie plus what follows below its end, and a frame of a
+    rule that calls rules (a value's alternatives, an object's members in any order, an
+    expression) is composed from its own moves and its callees' frames: every mask along
+    instances of schemas and strings of grammars with byte classes (SQL; Python, whose
+    blanks and longest-matched names guard what follows them) equals the mask walked
+    directly."""
     from pathlib import Path
 
     from tether.grammar.pda import PushdownAutomaton
@@ -466,11 +468,15 @@ def test_chained_and_composed_frames_equal_walked_frames(smollm2_vocab, smollm2_
         "SeLeCt * FrOm t WHERE x IS NOT NULL OR y NOT IN (1, 'two', null)")]
     cases += [(tether.grammars.python(), text) for text in (
         "import os.path as p\n\ndef f(x, *a, k=1):\n    return [y ** 2 for y in a if not y]\n",
-        "class C(B):\n    @property\n    def v(self) -> int:\n        return self._v or -1\n")]
+        "class C(B):\n    @property\n    def v(self) -> int:\n        return self._v or -1\n",
+        "try:\n    x = {k: v[1:-1] for k, v in d.items()}  # note\nexcept (A, B) as e:\n"
+        "    raise E(f'{e!r}') from None\n",
+        "with open(p) as f, g(\n        'x',\n        y=lambda z: z if z else 0.5e3):\n"
+        "    while (n := f.read(1)) != b'':\n        total += n[0] << 2 & 0xff\n")]
     walks = [(constraint, text, tokens) for constraint, text in cases
              for tokens in (smollm2_encode(text), _bytes_as_tokens(smollm2_vocab, text))]
 
     chained = _masks_along(smollm2_vocab, walks)
     monkeypatch.setattr(PushdownAutomaton, "forced_chain", lambda self, item: None)
-    monkeypatch.setattr(PushdownAutomaton, "calls_alone", lambda self, item: None)
+    monkeypatch.setattr(PushdownAutomaton, "frame_parts", lambda self, item: None)
     _assert_same_masks(walks, chained, _masks_along(smollm2_vocab, walks))

@@ -37,11 +37,19 @@ frame that must first read a literal (a key, an enum value, a keyword: each item
 the way has one move, calls nothing and may not end) is not walked either: it is the
 tokens along that path of the trie, plus what the item set after the literal reads
 below the path's end (:meth:`PushdownCompiled._frame_of_chain`; walked, the literal cost
-a row and a walk round per byte). And a frame that only calls rules (a value's
-alternatives, the state of an object whose members come in any order) is composed from
-its callees' frames and, below the nodes where a callee ends, what the continuation
-reads (:meth:`PushdownCompiled._compose_calls`): those pieces are cached per item set
-and per (item set, nodes), so the states of one object share their members' frames.
+a row and a walk round per byte). And a frame of a rule that calls rules (a value's
+alternatives, the state of an object whose members come in any order, a Python
+expression after an operator) is composed from its parts
+(:meth:`PushdownCompiled._compose_parts`): what it reads itself — from the root, the
+tokens of one step down the trie and below them what the item sets it moves to read —
+and its callees' frames with, below the nodes where a callee ends, what the continuation
+reads. Those pieces are cached per item set and per (item set, nodes), so the states of
+one object share their members' frames, and every context that reads a blank and then
+an expression shares the walk of the expression's frame below the blank. Walked whole,
+each such frame read the pieces again (Python's cold masks: p99 13 ms walked, 3.5 ms
+composed). The (item set, nodes) cache is bounded by the bytes it holds; its large node
+sets (an expression may end after nearly any prefix of a token) are the ends of a few
+frames, held once each.
 """
 
 from __future__ import annotations
@@ -57,14 +65,16 @@ from numba import njit
 
 from tether.engine import bitmask
 from tether.engine.regular import PRECOMPUTE_STATES, SATURATION, RegularCompiled
-from tether.grammar.pda import BOTTOM, MAX_STACK_NODES, PushdownAutomaton
+from tether.engine.token_masks import BY_CLASS_NODES
+from tether.grammar.pda import BOTTOM, MAX_STACK_NODES, FrameParts, PushdownAutomaton
 from tether.vocab import Vocabulary
 
 MAX_CACHED_FRAMES = 8192
-MAX_CACHED_SUBFRAMES = 2048  # (frame, trie nodes) walks kept: a mask each (6 KB at 49k tokens)
+MAX_SUBFRAME_BYTES = 96 << 20  # masks and node sets held by the (frame, trie nodes) cache
 MAX_SUBFRAME_KEY = 1024  # trie nodes beyond which a subtree walk is keyed by a fingerprint
-MAX_LARGE_SUBFRAME_NODES = 4_000_000  # trie nodes (in and out) of large walks kept: 32 MB
 MAX_SHARED_FRAMES = 4096  # leaf-rule frames shared by every grammar of a process
+MAX_COMPOSING = 200  # compositions nested at most; deeper frames are walked
+_ROOT = np.zeros(1, dtype=np.int64)
 
 Frame = tuple[np.ndarray, np.ndarray, bool]  # inner mask, trie nodes where it ends, at once
 
@@ -84,13 +94,14 @@ class PushdownCompiled(RegularCompiled):
         self._not_eos = ~self._eos_words
         # Per item set: (its inner mask, the trie nodes where it may end, may it end at once)
         self._frames: OrderedDict[int, Frame] = OrderedDict()
-        # Per (item set, trie nodes): what it reads below the nodes, where it ends there
-        self._subframes: OrderedDict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]] = (
-            OrderedDict())
-        self._large_subframes: OrderedDict[tuple[int, ...], tuple[
-            np.ndarray, tuple[np.ndarray, np.ndarray]]] = OrderedDict()
-        self._large_nodes = 0  # trie nodes held by _large_subframes
-        self._composing: set[int] = set()  # item sets whose frames are being composed
+        # Per (item set, trie nodes): what it reads below the nodes, where it ends there;
+        # the nodes if they are a large set (to compare), the node sets it holds in
+        # _node_sets, the bytes it holds besides
+        self._subframes: OrderedDict[Hashable, tuple] = OrderedDict()
+        self._subframe_bytes = 0  # held by _subframes besides _node_sets
+        self._node_sets = _NodeSets()  # the large node sets _subframes holds, once each
+        self._rows: dict[int, np.ndarray] = {}  # per item set of moves: its class row
+        self._composing: set[Hashable] = set()  # frames, (item set, nodes) being composed
 
     def precompute(self, deadline: float, max_states: int = PRECOMPUTE_STATES) -> int:
         """Compute the start state's mask (what the user waits for); later masks are
@@ -160,7 +171,8 @@ class PushdownCompiled(RegularCompiled):
             for guard, here in nodes.items():
                 guarded = pda.guarded(item, guard)
                 below, ends = self._subframe(guarded, here)
-                words |= below
+                if below is not self._empty:  # (most are: deep stacks read little)
+                    words |= below
                 if ends.size:
                     below_nodes.setdefault(pda.rule_guard(guarded), []).append(ends)
                 if pda.ends_at_once(guarded):  # ends before reading a byte
@@ -183,9 +195,10 @@ class PushdownCompiled(RegularCompiled):
                     if item in self._composing:  # a cycle of calls that read nothing
                         raise _Cycle
                     chain = self.pda.forced_chain(item)
-                    calls = None if chain else self.pda.calls_alone(item)
+                    parts = (None if chain or len(self._composing) >= MAX_COMPOSING
+                             else self.pda.frame_parts(item))
                     hit = (self._frame_of_chain(*chain) if chain else
-                           self._frame_of_calls(item, calls) if calls else None)
+                           self._frame_of_parts(item, parts) if parts else None)
                     if hit is None:
                         hit = self._walk_frame(item)
                     if shared_key is not None:
@@ -215,10 +228,16 @@ class PushdownCompiled(RegularCompiled):
         below trie ``nodes`` (sorted): the tokens along the path of ``classes`` below
         each, and what ``after`` reads below the paths' ends; where it ends there (not on
         the way: a literal's item sets may not end)."""
-        trie = self._walker.trie
+        walker = self._walker
+        trie = walker.trie
         words = np.zeros_like(self._empty)
+        path = np.array(classes, dtype=np.int64)
+        if nodes.size >= BY_CLASS_NODES and walker.fewer_by_class(nodes, path[:1]):
+            nodes = walker.children_in_classes(nodes, path[:1])  # the first step
+            _mark_tokens(trie.tok_start, trie.tok_ids, nodes, words)
+            path = path[1:]
         path_ends = _follow(trie.node_class, trie.size, trie.tok_start, trie.tok_ids, nodes,
-                            np.array(classes, dtype=np.int32), words)
+                            path, words) if path.size else nodes
         ends = np.zeros(0, dtype=np.int64)
         if path_ends.size:
             path_ends = np.sort(path_ends)  # (nodes may nest: their paths' ends interleave)
@@ -229,16 +248,14 @@ class PushdownCompiled(RegularCompiled):
         words.flags.writeable = False
         return words, ends
 
-    def _frame_of_calls(self, item: int, calls: tuple[tuple[int, int, bool, bool], ...]
-                        ) -> Frame | None:
-        """The frame of an item set that only calls (see
-        :meth:`~tether.grammar.pda.PushdownAutomaton.calls_alone`), composed: each
-        callee's frame, below the nodes where it ends what the continuation reads, and
-        the continuation's frame if the callee may be empty. None if that comes back to
-        a frame being composed (a cycle of calls that read nothing): then it is walked."""
+    def _frame_of_parts(self, item: int, parts: FrameParts) -> Frame | None:
+        """The frame of an item set of a rule that calls rules (see
+        :meth:`~tether.grammar.pda.PushdownAutomaton.frame_parts`), composed (see
+        :meth:`_compose_parts`). None if that comes back to a frame being composed (a
+        cycle of calls that read nothing): then it is walked."""
         self._composing.add(item)
         try:
-            inner, ends = self._compose_calls(calls, None)
+            inner, ends = self._compose_parts(item, parts, None)
         except _Cycle:
             return None
         finally:
@@ -246,37 +263,72 @@ class PushdownCompiled(RegularCompiled):
         inner.flags.writeable = False
         return inner, ends, self.pda.ends_at_once(item)
 
-    def _compose_calls(self, calls: tuple[tuple[int, int, bool, bool], ...],
-                       nodes: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """What a frame that only makes ``calls`` reads from the root (``nodes`` None)
-        or below trie ``nodes``, and where it ends there (not at ``nodes`` themselves:
-        an end before reading is its caller's to see, from the frame's flags). Below
-        nodes, no callee may be empty unless nothing follows it."""
+    def _compose_parts(self, item: int, parts: FrameParts, nodes: np.ndarray | None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """What a frame of ``item``, made of ``parts``, reads from the root (``nodes``
+        None) or below trie ``nodes``, and where it ends there (not at ``nodes``
+        themselves: an end before reading is its caller's to see, from the frame's
+        flags). Its own moves: from the root, one step down the trie and what the item
+        sets it moves to read below (:meth:`_read_moves`); below nodes, what its item
+        set of moves (:meth:`~tether.grammar.pda.PushdownAutomaton.moves_alone`) reads
+        there (one walk: stepping down level by level below many nodes made many small
+        pieces, measured slower). Each call: the callee's frame, below the nodes where
+        the callee ends what the continuation reads, and the continuation's frame from
+        the same place if the callee may be empty."""
         pda = self.pda
         words = np.zeros_like(self._empty)
-        parts: list[np.ndarray] = []
-        for callee, cont, final, empty in calls:
-            if empty and not final:  # the continuation reads from here too
-                inner, ends, _ = self._frame(cont)
+        parts_ends: list[np.ndarray] = []
+        if parts.reads and nodes is None:
+            self._read_moves(pda.moves_alone(item), words, parts_ends)
+        elif parts.reads:
+            inner, ends = self._subframe(pda.moves_alone(item), nodes)
+            words |= inner
+            parts_ends.append(ends)
+        for callee, after, final, empty in parts.calls:
+            if empty != -1:  # what follows the callee reads from here too
+                inner, ends = (self._frame(empty)[:2] if nodes is None else
+                               self._subframe(empty, nodes))
                 words |= inner
-                parts.append(ends)
-            if nodes is None:
-                inner, ends, _ = self._frame(callee)
-            else:
-                inner, ends = self._subframe(callee, nodes)
+                parts_ends.append(ends)
+            inner, ends = (self._frame(callee)[:2] if nodes is None else
+                           self._subframe(callee, nodes))
             words |= inner
             if not ends.size:
                 continue
             if final:  # a tail call: where the callee ends, the frame ends
-                parts.append(ends)
+                parts_ends.append(ends)
                 continue
-            below, below_ends = self._subframe(cont, ends)
+            below, below_ends = self._subframe(after, ends)
             words |= below
-            parts.append(below_ends)
-            if pda.ends_at_once(cont):  # the continuation may end at once
-                parts.append(ends)
-        ends = reduce(_union, parts) if parts else np.zeros(0, dtype=np.int64)
+            parts_ends.append(below_ends)
+            if pda.ends_at_once(after):  # what follows may end at once
+                parts_ends.append(ends)
+        ends = (reduce(_union, parts_ends) if parts_ends else np.zeros(0, dtype=np.int64))
         return words, ends
+
+    def _read_moves(self, moves: int, words: np.ndarray, ends: list[np.ndarray]) -> None:
+        """Add to ``words`` what the frame of ``moves`` (an item set that reads bytes and
+        calls nothing) reads from the root, and to ``ends`` the nodes where it ends: the
+        tokens at the children of the root it reads, and below them what the item sets
+        it moves to read (pieces shared by every item set that moves to them, where a
+        walk of the frame would read them all again)."""
+        trie, pda = self._walker.trie, self.pda
+        row = self._rows.get(moves)
+        if row is None:
+            row = self._rows[moves] = np.array(pda.item_row(moves), dtype=np.int64)
+        children, targets = _step(trie.node_class, trie.size, trie.tok_start, trie.tok_ids,
+                                  _ROOT, row, words)
+        order = np.lexsort((children, targets))  # by target, then in preorder
+        children, targets = children[order], targets[order]
+        bounds = np.flatnonzero(np.diff(targets)) + 1
+        firsts = [0, *bounds.tolist()] if children.size else []
+        for first, moved in zip(firsts, np.split(children, bounds), strict=False):
+            target = int(targets[first])
+            below, below_ends = self._subframe(target, moved)
+            words |= below
+            ends.append(below_ends)
+            if pda.ends_at_once(target):
+                ends.append(moved)
 
     def _frame_except(self, item: int, like: int) -> Frame | None:
         """The frame of ``item`` from that of ``like``, which reads what ``item`` reads
@@ -328,45 +380,125 @@ class PushdownCompiled(RegularCompiled):
     def _subframe(self, item: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """What frame ``item`` reads below trie ``nodes`` (sorted, unique): the tokens that
         continue below them and the nodes (sorted) where it ends there. Cached per (item
-        set, nodes): small sets keyed by their bytes; large ones (an expression may end
-        after nearly any prefix of a token: 96k of the Python grammar's 98k nodes) looked
-        up by a fingerprint and compared, kept while they hold few nodes in all."""
-        if nodes.size <= MAX_SUBFRAME_KEY:
-            key = (item, nodes.tobytes())
-            hit = self._subframes.get(key)
-            if hit is None:
-                hit = self._subframes[key] = self._walk_below(item, nodes)
-                if len(self._subframes) > MAX_CACHED_SUBFRAMES:
-                    self._subframes.popitem(last=False)
-            return hit
-        fingerprint = (item, nodes.size, int(nodes[0]), int(nodes[-1]), int(nodes.sum()))
-        entry = self._large_subframes.get(fingerprint)
-        if entry is not None and np.array_equal(entry[0], nodes):
-            self._large_subframes.move_to_end(fingerprint)
-            return entry[1]
-        hit = self._walk_below(item, nodes)
-        if entry is not None:  # another set with the same fingerprint: replaced
-            self._large_nodes -= entry[0].size + entry[1][1].size
-        self._large_subframes[fingerprint] = (nodes, hit)
-        self._large_nodes += nodes.size + hit[1].size
-        while self._large_nodes > MAX_LARGE_SUBFRAME_NODES and self._large_subframes:
-            kept, (below, ends) = self._large_subframes.popitem(last=False)[1]
-            self._large_nodes -= kept.size + ends.size
-        return hit
+        set, nodes): small sets keyed by their bytes, large ones (an expression may end
+        after nearly any prefix of a token: 96k of the Python grammar's 98k nodes) by a
+        fingerprint, compared on a hit. The cache is bounded by the bytes it holds; few of
+        its masks and node sets differ (most masks are empty, and the large sets are the
+        ends of a few frames), so equal ones are held once."""
+        large = nodes.size > MAX_SUBFRAME_KEY
+        if not large:
+            key: Hashable = (item, nodes.tobytes())
+            entry = self._subframes.get(key)
+            if entry is not None:
+                return entry[0], entry[1]
+        else:
+            key = (item, *_fingerprint(nodes))
+            entry = self._subframes.get(key)
+            if entry is not None and (entry[2] is nodes or np.array_equal(entry[2], nodes)):
+                self._subframes.move_to_end(key)  # (kept the longest: they cost the most)
+                return entry[0], entry[1]
+            self._forget(key)  # (another set of nodes with the same fingerprint)
+        below, ends = self._walk_below(item, nodes)
+        if not np.count_nonzero(below):
+            below = self._empty
+        size = 0 if below is self._empty else below.nbytes
+        pooled: list[np.ndarray] = []
+        if large:
+            nodes, size = self._pool(nodes, pooled, size)
+        if ends.size > MAX_SUBFRAME_KEY:
+            ends, size = self._pool(ends, pooled, size)
+        else:
+            size += ends.nbytes
+        self._subframes[key] = (below, ends, nodes if large else None, pooled, size)
+        self._subframe_bytes += size
+        while (self._subframe_bytes + self._node_sets.bytes > MAX_SUBFRAME_BYTES
+               and len(self._subframes) > 1):
+            self._forget(next(iter(self._subframes)))
+        return below, ends
+
+    def _pool(self, nodes: np.ndarray, pooled: list[np.ndarray], size: int
+              ) -> tuple[np.ndarray, int]:
+        """The node set held for ``nodes`` (noted in ``pooled``), or ``nodes`` with its
+        bytes added to ``size``."""
+        held, shared = self._node_sets.hold(nodes)
+        if shared:
+            pooled.append(held)
+            return held, size
+        return nodes, size + nodes.nbytes
+
+    def _forget(self, key: Hashable) -> None:
+        entry = self._subframes.pop(key, None)
+        if entry is not None:
+            _, _, _, pooled, size = entry
+            self._subframe_bytes -= size
+            for nodes in pooled:
+                self._node_sets.release(nodes)
 
     def _walk_below(self, item: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """What :meth:`_subframe` caches: read along a literal's path, composed from the
+        parts of an item set that calls rules (its item set of moves, its callees), or
+        walked (an item set that calls nothing; a composition that comes back to itself,
+        a cycle of calls that read nothing; compositions nested too deep)."""
         chain = self.pda.forced_chain(item)
         if chain:
             return self._read_chain(*chain, nodes)
-        calls = self.pda.calls_alone(item)
-        if calls and all(final or not empty for _, _, final, empty in calls):
-            below, ends = self._compose_calls(calls, nodes)
-            below.flags.writeable = False
-            return below, ends
+        parts = self.pda.frame_parts(item)
+        if parts and parts.calls and len(self._composing) < MAX_COMPOSING:
+            key = (item, id(nodes))  # (a cycle passes the same array along, alive)
+            if key in self._composing:  # a cycle of calls that read nothing
+                raise _Cycle
+            self._composing.add(key)
+            try:
+                below, ends = self._compose_parts(item, parts, nodes)
+                below.flags.writeable = False
+                return below, ends
+            except _Cycle:
+                pass
+            finally:
+                self._composing.discard(key)
         below, ends = self._walker.subtrees_mask_and_events(
             nodes, self.pda.walled_state(item), lambda: self.pda.pops)
         below.flags.writeable = False
         return below, np.sort(ends)
+
+
+class _NodeSets:
+    """Large sorted sets of trie nodes held once each, however many cache entries refer
+    to them (counted), keyed by a fingerprint and compared."""
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[int, ...], list] = {}  # fingerprint -> [nodes, count]
+        self.bytes = 0
+
+    def hold(self, nodes: np.ndarray) -> tuple[np.ndarray, bool]:
+        """The held set equal to ``nodes`` (``nodes`` itself, held from now on, if there
+        is none), and True; or ``nodes`` and False if another set has its fingerprint."""
+        fingerprint = _fingerprint(nodes)
+        held = self._held.get(fingerprint)
+        if held is None:
+            self._held[fingerprint] = [nodes, 1]
+            self.bytes += nodes.nbytes
+            return nodes, True
+        if held[0] is nodes or np.array_equal(held[0], nodes):
+            held[1] += 1
+            return held[0], True
+        return nodes, False
+
+    def release(self, nodes: np.ndarray) -> None:
+        """One reference to a set :meth:`hold` gave is gone."""
+        fingerprint = _fingerprint(nodes)
+        held = self._held[fingerprint]
+        held[1] -= 1
+        if not held[1]:
+            del self._held[fingerprint]
+            self.bytes -= nodes.nbytes
+
+
+def _fingerprint(nodes: np.ndarray) -> tuple[int, ...]:
+    """A key for a large sorted set of trie nodes, read in constant time (sets that share
+    it are told apart by comparing them)."""
+    size = nodes.size
+    return size, int(nodes[0]), int(nodes[size // 3]), int(nodes[2 * size // 3]), int(nodes[-1])
 
 
 class _Cycle(Exception):  # noqa: N818 - a signal, not an error
@@ -396,6 +528,44 @@ def _follow(node_class, size, tok_start, tok_ids, nodes, classes, words
                 ends[n_ends] = node
                 n_ends += 1
     return ends[:n_ends]
+
+
+@njit(cache=True, nogil=True)
+def _step(node_class, size, tok_start, tok_ids, nodes, row, words
+          ):  # pragma: no cover - compiled
+    """Set in ``words`` the tokens at the children of ``nodes`` whose class ``row`` maps
+    to a target (>= 0); return those children and their targets."""
+    n = 0
+    for k in range(nodes.size):
+        child, end = nodes[k] + 1, nodes[k] + size[nodes[k]]
+        while child < end:
+            n += row[node_class[child]] >= 0
+            child += size[child]
+    children = np.empty(n, dtype=np.int64)
+    targets = np.empty(n, dtype=np.int64)
+    n = 0
+    for k in range(nodes.size):
+        child, end = nodes[k] + 1, nodes[k] + size[nodes[k]]
+        while child < end:
+            target = row[node_class[child]]
+            if target >= 0:
+                children[n] = child
+                targets[n] = target
+                n += 1
+                for i in range(tok_start[child], tok_start[child + 1]):
+                    t = tok_ids[i]
+                    words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+            child += size[child]
+    return children, targets
+
+
+@njit(cache=True, nogil=True)
+def _mark_tokens(tok_start, tok_ids, nodes, words):  # pragma: no cover - compiled
+    """Set in ``words`` the tokens at ``nodes``."""
+    for k in range(nodes.size):
+        for i in range(tok_start[nodes[k]], tok_start[nodes[k] + 1]):
+            t = tok_ids[i]
+            words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
 
 
 @njit(cache=True, nogil=True)
@@ -446,8 +616,11 @@ def _warm_up() -> None:
     :func:`tether.engine.token_masks._warm_up`)."""
     one = np.zeros(1, dtype=np.int64)
     _union(one, one)
+    _step(np.zeros(1, dtype=np.int32), np.ones(1, dtype=np.int64), np.zeros(2, dtype=np.int64),
+          one, one, one, np.zeros(1, dtype=np.uint32))
     _follow(np.zeros(1, dtype=np.int32), np.ones(1, dtype=np.int64), np.zeros(2, dtype=np.int64),
-            one, one, np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.uint32))
+            one, one, one, np.zeros(1, dtype=np.uint32))
+    _mark_tokens(np.zeros(2, dtype=np.int64), one, one, np.zeros(1, dtype=np.uint32))
 
 
 _warm_up()

@@ -57,6 +57,7 @@ import sys
 from bisect import bisect_right
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -140,9 +141,12 @@ class PushdownAutomaton(LazyAutomaton):
         self._ends: dict[int, tuple[bool, bool]] = {}
         self._can_end: dict[int, bool] = {}  # per item set: _item_can_end
         self._stack_states: dict[int, int] = {}  # node -> the state of that stack alone
+        self._walled: dict[int, int] = {}  # item set -> walled_state
+        self._calls_in_block: dict[int, bool] = {}  # per NFA block: _block_calls
         self._rule_keys: dict[int, bytes | None] = {}  # per NFA block: _leaf_rule_digest
         self._chains: dict[int, tuple] = {}  # per item set: forced_chain (() if none)
-        self._alone: dict[int, tuple] = {}  # per item set: calls_alone (() if none)
+        self._parts: dict[int, FrameParts | tuple] = {}  # per item set: frame_parts (() if none)
+        self._alone: dict[int, int] = {}  # per item set: moves_alone
         self.pops = np.zeros(self.accepting.size, dtype=bool)
         root = self._rule_index[grammar.start]
         self.start = self._intern((self._node(self._rule_start_item[root], BOTTOM),))
@@ -578,23 +582,67 @@ class PushdownAutomaton(LazyAutomaton):
         state = self.walled_state(item)  # (first: interning may grow ``pops``)
         return bool(self.pops[state])
 
-    def calls_alone(self, item: int) -> tuple[tuple[int, int, bool, bool], ...] | None:
-        """For an item set that reads nothing itself (no byte moves, no guard) and
-        only makes calls, none of a rule matched longest: per call, (the callee's start
-        item set, the item set to continue with, whether that one is final: nothing
-        follows, whether the callee may be empty); else None. Cached per item set."""
+    def frame_parts(self, item: int) -> FrameParts | None:
+        """The parts a frame of ``item`` reads, for an item set of a rule that calls rules
+        (see :class:`FrameParts`); None for one of a rule that calls none (walked, and
+        shared across grammars: :meth:`leaf_frame_key`), that reads nothing, or that calls
+        a rule matched longest where the frame could end with it (the callee's guard
+        would reach the frame's parent). Cached per item set."""
+        hit = self._parts.get(item)
+        if hit is None:
+            hit = self._parts[item] = self._find_parts(item) or ()
+        return hit or None
+
+    def _find_parts(self, item: int) -> FrameParts | None:
+        calls = self._calls_of(item)
+        if not calls and not self._rule_calls(item):
+            return None
+        guard = self._item_guard[item]  # the callees read first: they inherit it
+        out = []
+        for rule, cont in calls:
+            callee = self.guarded(self._start_item(rule), guard)
+            final = self._item_final[cont]
+            after = self.guarded(cont, self.rule_guard(callee))
+            if after != cont and (final or self.ends_at_once(cont)):
+                return None
+            empty = (self.guarded(cont, self.pop_guard(callee))
+                     if self._nullable[rule] and not final else -1)
+            out.append((callee, after, final, empty))
+        reads = bool(self._item_moves(item))
+        if not reads and not out:
+            return None
+        return FrameParts(reads, tuple(out))
+
+    def moves_alone(self, item: int) -> int:
+        """The item set of the states of ``item`` that read bytes themselves, with its
+        guard: its frame is what a frame of ``item`` reads before any call (it calls
+        nothing and may not end at once; its moves lead where those of ``item`` do)."""
         hit = self._alone.get(item)
         if hit is None:
-            calls = self._calls_of(item)
-            hit = ()
-            if calls and self._item_guard[item] == NO_GUARD and not self._item_moves(item):
-                out = [(self._start_item(rule), cont, self._item_final[cont],
-                        self._nullable[rule]) for rule, cont in calls]
-                # (a rule matched longest guards what follows it: walked instead)
-                if all(self.rule_guard(start) == NO_GUARD for start, _, _, _ in out):
-                    hit = tuple(out)
-            self._alone[item] = hit
-        return hit or None
+            reading = tuple(s for s in self._items[item] if self._edges[s])
+            hit = self._alone[item] = self.guarded(self._item(reading),
+                                                   self._item_guard[item])
+        return hit
+
+    def _rule_calls(self, item: int) -> bool:
+        """Whether the rule of ``item`` calls rules (somewhere, not only from here)."""
+        states = self._items[item]
+        return bool(states) and self._block_calls(bisect_right(self._block_first,
+                                                               min(states)) - 1)
+
+    def _block_calls(self, block: int) -> bool:
+        """Whether the rule whose NFA states are ``block`` calls rules (cached)."""
+        hit = self._calls_in_block.get(block)
+        if hit is None:
+            hit = self._calls_in_block[block] = any(s in self._calls
+                                                    for s in range(*self._block_range(block)))
+        return hit
+
+    def _block_range(self, block: int) -> tuple[int, int]:
+        """The NFA states of a rule: ``block``'s first and its end."""
+        end = (self._block_first[block + 1] if block + 1 < len(self._block_first)
+               else len(self._edges))
+        return self._block_first[block], end
 
     def forced_chain(self, item: int) -> tuple[tuple[int, ...], int] | None:
         """The byte classes a frame of ``item`` must read one after the other (each the
@@ -618,9 +666,7 @@ class PushdownAutomaton(LazyAutomaton):
     def _leaf_rule_digest(self, block: int) -> bytes | None:
         """A digest of the NFA states of a rule that calls no rule (``block``: where its
         states are), or None."""
-        first = self._block_first[block]
-        end = (self._block_first[block + 1] if block + 1 < len(self._block_first)
-               else len(self._edges))
+        first, end = self._block_range(block)
         if end - first > MAX_KEYED_RULE_STATES:
             return None
         rule = self._block_rule[block]
@@ -630,7 +676,7 @@ class PushdownAutomaton(LazyAutomaton):
             return hashlib.blake2b(b"automaton" + head.tobytes()
                                    + np.ascontiguousarray(body.edges).tobytes(),
                                    digest_size=16).digest()
-        if any(s in self._calls for s in range(first, end)):
+        if self._block_calls(block):
             return None
         flat: list[int] = [end - first, self._rule_accept[self._block_rule[block]] - first]
         for s in range(first, end):
@@ -777,7 +823,10 @@ class PushdownAutomaton(LazyAutomaton):
     def walled_state(self, item: int) -> int:
         """The state of a frame ``item`` standing on a ``WALL``: the walks from it are
         what the frame reads by itself, and its ``pops`` flags say where it may end."""
-        return self._intern((self._node(item, WALL),))
+        sid = self._walled.get(item)
+        if sid is None:
+            sid = self._walled[item] = self._intern((self._node(item, WALL),))
+        return sid
 
     def _compute_row(self, state: int) -> None:
         key = self._keys[state]
@@ -820,6 +869,21 @@ class PushdownAutomaton(LazyAutomaton):
             for lo, hi, sid in runs:
                 out[lo:hi + 1] = [sid] * (hi + 1 - lo)
             self.table[state] = out
+
+
+class FrameParts(NamedTuple):
+    """What a frame of an item set reads, in parts (:meth:`PushdownAutomaton.frame_parts`).
+
+    ``reads``: whether it reads bytes itself (see :meth:`PushdownAutomaton.moves_alone`).
+    ``calls`` are its calls: (the callee's start item set, the item set that reads after
+    the callee ends having read a byte, whether it is final — nothing follows —, the item
+    set that reads if the callee ends before reading a byte, or -1 if it may not or if
+    nothing follows). Guards are the item sets': a guarded frame's callees inherit its
+    guard, and so does the continuation of an empty callee; a callee matched longest
+    leaves its guard on what follows it (see :meth:`PushdownAutomaton.guarded`)."""
+
+    reads: bool
+    calls: tuple[tuple[int, int, bool, int], ...]
 
 
 @dataclass(frozen=True)
