@@ -92,6 +92,7 @@ class PushdownCompiled(RegularCompiled):
         super().__init__(constraint, vocab, pda, compile_seconds=compile_seconds)
         self.pda = pda
         self._not_eos = ~self._eos_words
+        self._n_words = self._empty.size
         # Per item set: (its inner mask, the trie nodes where it may end, may it end at once)
         self._frames: OrderedDict[int, Frame] = OrderedDict()
         # Per (item set, trie nodes): what it reads below the nodes, where it ends there;
@@ -145,7 +146,7 @@ class PushdownCompiled(RegularCompiled):
         return out
 
     def _compose(self, state: int) -> np.ndarray:
-        words = np.zeros_like(self._empty)
+        words = np.zeros(self._n_words, dtype=np.uint32)  # (zeros_like: 3x slower)
         for item, parent in self.pda.kernel(state):
             inner, ends, ends_at_once = self._frame(item)
             words |= inner
@@ -230,7 +231,7 @@ class PushdownCompiled(RegularCompiled):
         the way: a literal's item sets may not end)."""
         walker = self._walker
         trie = walker.trie
-        words = np.zeros_like(self._empty)
+        words = np.zeros(self._n_words, dtype=np.uint32)  # (zeros_like: 3x slower)
         path = np.array(classes, dtype=np.int64)
         if nodes.size >= BY_CLASS_NODES and walker.fewer_by_class(nodes, path[:1]):
             nodes = walker.children_in_classes(nodes, path[:1])  # the first step
@@ -276,7 +277,7 @@ class PushdownCompiled(RegularCompiled):
         the callee ends what the continuation reads, and the continuation's frame from
         the same place if the callee may be empty."""
         pda = self.pda
-        words = np.zeros_like(self._empty)
+        words = np.zeros(self._n_words, dtype=np.uint32)  # (zeros_like: 3x slower)
         parts_ends: list[np.ndarray] = []
         if parts.reads and nodes is None:
             self._read_moves(pda.moves_alone(item), words, parts_ends)
