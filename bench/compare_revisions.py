@@ -10,7 +10,12 @@ and mean of the times between masks (TBM) and the p50 of the time to first mask 
 the ratio of the working tree's TBM sum to the revision's and the schemas whose mask
 time changed most; then the ratio both ways (the geometric mean of the two).
 
+Minutes apart, even that varies by ±8 % on this machine. ``--one-core`` runs both sources
+at the same time on one core instead and compares the CPU time each thread spent in
+masks, which sharing the core does not inflate: repeats agree within ~3 %.
+
     .venv/bin/python bench/compare_revisions.py [--base HEAD] [--sample 200 --seed 0]
+                                                [--one-core]
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -36,14 +43,29 @@ def worker(src: str, out: str, sample: int, seed: int) -> None:
     import tether
 
     assert Path(tether.__file__).is_relative_to(src), tether.__file__
+    from tether.engine.regular import RegularMatcher
+
+    cpu = [0.0]  # the thread's CPU time inside masks: not inflated by sharing a core
+    mask = RegularMatcher.mask
+
+    def timed_mask(self: RegularMatcher) -> np.ndarray:
+        started = time.thread_time()
+        try:
+            return mask(self)
+        finally:
+            cpu[0] += time.thread_time() - started
+
+    RegularMatcher.mask = timed_mask  # type: ignore[method-assign]
     tokenizers = load("smollm2")
     engine = TetherEngine(tokenizers.tether_vocab)
     files = schema_files(sample, seed)
     run_schema(engine, files[0], tokenizers.encode, lambda t: b"")  # compiled code loaded
     results = {}
     for path in files:
+        cpu[0] = 0.0
         r = run_schema(engine, path, tokenizers.encode, lambda t: b"")
-        results[path.name] = {"tbm": r["tbm_s"], "ttfm": r["ttfm_s"], "status": r["status"]}
+        results[path.name] = {"tbm": r["tbm_s"], "ttfm": r["ttfm_s"], "status": r["status"],
+                              "cpu": cpu[0]}
     Path(out).write_text(json.dumps(results))
 
 
@@ -61,11 +83,27 @@ def compare(base: dict, new: dict) -> float:
     return ratio
 
 
+def one_core(run: Callable, tmp: Path, tree: Path, sample: int) -> None:
+    """Both sources at the same time on one core, twice: the ratio of the CPU time their
+    masks took (each thread's own time, which sharing the core does not inflate)."""
+    for k in (1, 2):
+        outs = [tmp / "base.json", tmp / "new.json"]
+        runs = [run(1, tree, outs[0], sample), run(1, ROOT, outs[1], sample)]
+        if any(r.wait() for r in runs):
+            raise SystemExit("a worker failed")
+        base, new = (sum(r["cpu"] for r in json.loads(out.read_text()).values())
+                     for out in outs)
+        print(f"run {k}: mask CPU time, revision {base:.2f} s, working tree {new:.2f} s: "
+              f"working tree / revision {new / base:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default="HEAD", help="git revision to compare with")
     parser.add_argument("--sample", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--one-core", action="store_true",
+                        help="run both on core 1 at once and compare the CPU time of masks")
     parser.add_argument("--worker", nargs=2, metavar=("SRC", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -86,6 +124,9 @@ def main() -> None:
             # compiled (numba) code, which the working tree has already.
             if run(0, tree, Path(tmp) / "warm.json", 10).wait():
                 raise SystemExit("the revision's worker failed")
+            if args.one_core:
+                one_core(run, Path(tmp), tree, args.sample)
+                return
             ratios = []
             for base_core, new_core in ((0, 1), (1, 0)):  # cores differ by up to 10 %
                 outs = [Path(tmp) / "base.json", Path(tmp) / "new.json"]
