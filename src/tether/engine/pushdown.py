@@ -65,7 +65,6 @@ from numba import njit
 
 from tether.engine import bitmask
 from tether.engine.regular import PRECOMPUTE_STATES, SATURATION, RegularCompiled
-from tether.engine.token_masks import BY_CLASS_NODES
 from tether.grammar.pda import BOTTOM, MAX_STACK_NODES, FrameParts, PushdownAutomaton
 from tether.vocab import Vocabulary
 
@@ -74,7 +73,6 @@ MAX_SUBFRAME_BYTES = 96 << 20  # masks and node sets held by the (frame, trie no
 MAX_SUBFRAME_KEY = 1024  # trie nodes beyond which a subtree walk is keyed by a fingerprint
 MAX_SHARED_FRAMES = 4096  # leaf-rule frames shared by every grammar of a process
 MAX_COMPOSING = 200  # compositions nested at most; deeper frames are walked
-_ROOT = np.zeros(1, dtype=np.int64)
 
 Frame = tuple[np.ndarray, np.ndarray, bool]  # inner mask, trie nodes where it ends, at once
 
@@ -233,7 +231,7 @@ class PushdownCompiled(RegularCompiled):
         trie = walker.trie
         words = np.zeros(self._n_words, dtype=np.uint32)  # (zeros_like: 3x slower)
         path = np.array(classes, dtype=np.int64)
-        if nodes.size >= BY_CLASS_NODES and walker.fewer_by_class(nodes, path[:1]):
+        if walker.by_class_pays(nodes, path[:1]):
             nodes = walker.children_in_classes(nodes, path[:1])  # the first step
             _mark_tokens(trie.tok_start, trie.tok_ids, nodes, words)
             path = path[1:]
@@ -318,7 +316,7 @@ class PushdownCompiled(RegularCompiled):
         if row is None:
             row = self._rows[moves] = np.array(pda.item_row(moves), dtype=np.int64)
         children, targets = _step(trie.node_class, trie.size, trie.tok_start, trie.tok_ids,
-                                  _ROOT, row, words)
+                                  0, row, words)
         order = np.lexsort((children, targets))  # by target, then in preorder
         children, targets = children[order], targets[order]
         bounds = np.flatnonzero(np.diff(targets)) + 1
@@ -522,9 +520,7 @@ def _follow(node_class, size, tok_start, tok_ids, nodes, classes, words
             if child >= end:
                 break
             node = child
-            for i in range(tok_start[node], tok_start[node + 1]):
-                t = tok_ids[i]
-                words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+            _mark_node(tok_start, tok_ids, node, words)
             if j == classes.size - 1:
                 ends[n_ends] = node
                 n_ends += 1
@@ -532,41 +528,38 @@ def _follow(node_class, size, tok_start, tok_ids, nodes, classes, words
 
 
 @njit(cache=True, nogil=True)
-def _step(node_class, size, tok_start, tok_ids, nodes, row, words
+def _step(node_class, size, tok_start, tok_ids, node, row, words
           ):  # pragma: no cover - compiled
-    """Set in ``words`` the tokens at the children of ``nodes`` whose class ``row`` maps
+    """Set in ``words`` the tokens at the children of ``node`` whose class ``row`` maps
     to a target (>= 0); return those children and their targets."""
+    children = np.empty(size[node], dtype=np.int64)
+    targets = np.empty(size[node], dtype=np.int64)
     n = 0
-    for k in range(nodes.size):
-        child, end = nodes[k] + 1, nodes[k] + size[nodes[k]]
-        while child < end:
-            n += row[node_class[child]] >= 0
-            child += size[child]
-    children = np.empty(n, dtype=np.int64)
-    targets = np.empty(n, dtype=np.int64)
-    n = 0
-    for k in range(nodes.size):
-        child, end = nodes[k] + 1, nodes[k] + size[nodes[k]]
-        while child < end:
-            target = row[node_class[child]]
-            if target >= 0:
-                children[n] = child
-                targets[n] = target
-                n += 1
-                for i in range(tok_start[child], tok_start[child + 1]):
-                    t = tok_ids[i]
-                    words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-            child += size[child]
-    return children, targets
+    child, end = node + 1, node + size[node]
+    while child < end:
+        target = row[node_class[child]]
+        if target >= 0:
+            children[n] = child
+            targets[n] = target
+            n += 1
+            _mark_node(tok_start, tok_ids, child, words)
+        child += size[child]
+    return children[:n], targets[:n]
 
 
 @njit(cache=True, nogil=True)
 def _mark_tokens(tok_start, tok_ids, nodes, words):  # pragma: no cover - compiled
     """Set in ``words`` the tokens at ``nodes``."""
     for k in range(nodes.size):
-        for i in range(tok_start[nodes[k]], tok_start[nodes[k] + 1]):
-            t = tok_ids[i]
-            words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+        _mark_node(tok_start, tok_ids, nodes[k], words)
+
+
+@njit(cache=True, nogil=True)
+def _mark_node(tok_start, tok_ids, node, words):  # pragma: no cover - compiled
+    """Set in ``words`` the tokens at ``node``."""
+    for i in range(tok_start[node], tok_start[node + 1]):
+        t = tok_ids[i]
+        words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
 
 
 @njit(cache=True, nogil=True)
@@ -618,7 +611,7 @@ def _warm_up() -> None:
     one = np.zeros(1, dtype=np.int64)
     _union(one, one)
     _step(np.zeros(1, dtype=np.int32), np.ones(1, dtype=np.int64), np.zeros(2, dtype=np.int64),
-          one, one, one, np.zeros(1, dtype=np.uint32))
+          one, 0, one, np.zeros(1, dtype=np.uint32))
     _follow(np.zeros(1, dtype=np.int32), np.ones(1, dtype=np.int64), np.zeros(2, dtype=np.int64),
             one, one, one, np.zeros(1, dtype=np.uint32))
     _mark_tokens(np.zeros(2, dtype=np.int64), one, one, np.zeros(1, dtype=np.uint32))

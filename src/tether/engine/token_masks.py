@@ -90,19 +90,20 @@ class TrieWalker:
         (found among the nodes of those classes, often far fewer than the nodes' children:
         what follows an identifier reads no letter first)."""
         trie = self.trie
-        if nodes.size >= BY_CLASS_NODES:
+        if nodes.size >= BY_CLASS_NODES:  # (before building the row by_class_pays reads)
             self.dfa.ensure_rows([state])
             live = np.flatnonzero(self.dfa.table[state] != DEAD)
-            if self.fewer_by_class(nodes, live):
+            if self.by_class_pays(nodes, live):
                 lo = self.children_in_classes(nodes, live)
                 return lo, lo + trie.size[lo], np.full(lo.size, state, dtype=np.int64)
         return _below_ranges(nodes, trie.size, state)
 
-    def fewer_by_class(self, nodes: np.ndarray, classes: np.ndarray) -> bool:
-        """Whether the trie has fewer nodes of ``classes`` than there are ``nodes``: then
-        :meth:`children_in_classes` looks at fewer nodes than the nodes' children."""
+    def by_class_pays(self, nodes: np.ndarray, classes: np.ndarray) -> bool:
+        """Whether :meth:`children_in_classes` looks at fewer nodes than the children of
+        ``nodes``: there are many nodes, and the trie has fewer nodes of ``classes``."""
         start = self.trie.class_start
-        return int((start[classes + 1] - start[classes]).sum()) < nodes.size
+        return (nodes.size >= BY_CLASS_NODES
+                and int((start[classes + 1] - start[classes]).sum()) < nodes.size)
 
     def children_in_classes(self, nodes: np.ndarray, classes: np.ndarray) -> np.ndarray:
         """The children of trie ``nodes`` whose class is in ``classes`` (class by class,
