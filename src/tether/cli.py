@@ -30,8 +30,8 @@ from tether.compiler import compile as compile_constraint
 from tether.constraints import Choices, Constraint, Grammar, JsonSchema, Regex
 from tether.errors import TetherError
 from tether.fusion import FusionConfig, IntensityLevel, forbid_words, parse_constraint_spec
-from tether.runtime.diagnostics import StepInfo
 from tether.sampling import Program, parse_program
+from tether.session import EXTRA_PROPERTIES, StepInfo, compile_for_generation
 from tether.vocab import Vocabulary
 
 if TYPE_CHECKING:
@@ -93,7 +93,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _generation_args(parser: argparse.ArgumentParser) -> None:
     _constraint_args(parser, required=False)
-    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--max-tokens", type=int, default=256,
+                        help="the budget: tokens of output at most, within which the "
+                             "constraint is completed (default: %(default)s)")
     parser.add_argument("--temperature", type=float, default=None,
                         help="sampling temperature (default 0.7; 0 = greedy)")
     parser.add_argument("--seed", type=int, default=None)
@@ -105,10 +107,10 @@ def _generation_args(parser: argparse.ArgumentParser) -> None:
                         help="a GGUF file (default: embedded SmolLM2)")
     parser.add_argument("--system", default=None, help="system message for the chat template")
     parser.add_argument("--json", action="store_true", help="print a JSON result")
-    parser.add_argument("--extra-properties", choices=("avoid", "forbid", "spec"),
-                        default="avoid",
-                        help="with --schema: undeclared object properties are steered away "
-                             "from (avoid, default), forbidden, or left to the model (spec)")
+    parser.add_argument("--extra-properties", choices=EXTRA_PROPERTIES, default="forbid",
+                        help="with --schema: objects that declare properties are written "
+                             "closed, in schema order (forbid, default), or with the "
+                             "freedom the schema allows (spec)")
     fusion = parser.add_argument_group("fusion (docs/fusion.md)")
     fusion.add_argument("--intensity", choices=[level.value for level in IntensityLevel],
                         help="which domains are consulted (none = unconstrained)")
@@ -173,6 +175,8 @@ def _run(args: argparse.Namespace, on_text: Callable[[str], None] | None) -> Gen
             raise TetherError("the constraint spec names a regex: drop --regex/--choices")
         constraint = spec_syntax
     sampling = _sampling(args.sampling)
+    if constraint is not None:  # a bad constraint is reported before the model loads
+        compile_for_generation(constraint, _byte_vocabulary(), args.extra_properties)
     _progress("loading model…")
     model = load_model(args.model)
     imports = (forbid_words(model.vocab, args.forbid.split(",")) if args.forbid
@@ -208,8 +212,8 @@ def _generate(args: argparse.Namespace) -> int:
     result = _run(args, None if args.json else _write_stdout)
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
-    elif sys.stdout.isatty():
-        print()
+    else:
+        print()  # the streamed text ends with a line break
     sampled = len(result.tokens) - result.n_forced
     _progress(f"{len(result.tokens)} tokens ({result.n_forced} forced, {sampled} sampled) "
               f"in {result.decode_s:.2f} s, {result.tokens_per_s:.1f} tokens/s; "

@@ -102,7 +102,8 @@ def _compile_uncached(constraint: Constraint, vocab: Vocabulary) -> Compiled:
     started = time.perf_counter()
     if isinstance(constraint, Regex):
         source = constraint.pattern
-        node: Node = parse_regex(source, dotall=constraint.dotall)
+        node: Node = parse_regex(source, dotall=constraint.dotall,
+                                 unicode=constraint.unicode)
     elif isinstance(constraint, Choices):
         source = None
         node = Alternate(tuple(literal(o) for o in constraint.options))

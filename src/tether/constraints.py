@@ -19,10 +19,13 @@ class Regex:
     """Text that fully matches ``pattern`` (Python ``re`` syntax, over UTF-8 bytes).
 
     ``dotall=True`` lets ``.`` match a newline too, as ``re.DOTALL`` does.
+    ``\\d \\w \\s`` are ASCII unless ``unicode=True`` (or ``(?u)`` in the pattern);
+    docs/regex.md.
     """
 
     pattern: str
     dotall: bool = False
+    unicode: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.pattern, str):

@@ -48,6 +48,15 @@ class NoLegalContinuation(TetherError):
     """No token is allowed at this step (an empty mask)."""
 
 
+class BudgetTooSmall(TetherError):
+    """``max_tokens`` (or the context window) is below the shortest completion of the
+    constraint: no run could end inside the constraint. Raised before generating."""
+
+    def __init__(self, message: str, *, needed: int) -> None:
+        super().__init__(message)
+        self.needed = needed
+
+
 class ModelError(TetherError):
     """The language model could not be found, loaded or run."""
 

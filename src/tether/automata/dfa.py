@@ -136,6 +136,11 @@ class LazyAutomaton(ABC):
         """Record the flags of a state just interned (whether it accepts)."""
         self.accepting[sid] = self._accepts(key)
 
+    @abstractmethod
+    def completion_bytes(self, state: int) -> int:
+        """The length of the shortest string that takes ``state`` to acceptance
+        (:mod:`tether.automata.shortest`; a huge number for ``DEAD``)."""
+
 
 class LazyDFA(LazyAutomaton):
     """Subset construction on demand over a trimmed NFA (see the module docstring).
@@ -155,6 +160,8 @@ class LazyDFA(LazyAutomaton):
         self._class_edges = [[(int(cls[lo]), int(cls[hi]), t) for lo, hi, t in edges]
                              for edges in nfa.edges]
         self._closure_memo: dict[int, tuple[int, ...]] = {}
+        self._nfa_distances: list[int] | None = None  # per NFA state, computed on first use
+        self._completion: dict[int, int] = {}
         self.start = self._intern(self._closure(nfa.start))
 
     def _accepts(self, key: Hashable) -> bool:
@@ -166,6 +173,19 @@ class LazyDFA(LazyAutomaton):
             memo = self._closure_memo[nfa_state] = tuple(sorted(epsilon_closure(
                 self._eps, nfa_state, lambda s: bool(self._class_edges[s]) or s == self._accept)))
         return memo
+
+    def completion_bytes(self, state: int) -> int:
+        hit = self._completion.get(state)
+        if hit is None:
+            from tether.automata.shortest import INF, distances_to_end
+
+            if self._nfa_distances is None:
+                self._nfa_distances = distances_to_end(self._class_edges, self._eps,
+                                                       [self._accept])
+            dist = self._nfa_distances
+            hit = self._completion[state] = min((dist[s] for s in self._keys[state]),  # type: ignore[attr-defined]
+                                                default=INF)
+        return hit
 
     def _compute_row(self, state: int) -> None:
         row = [DEAD] * self.n_classes

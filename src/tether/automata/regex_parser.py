@@ -47,9 +47,13 @@ class _Flags:
     ascii: bool = False
 
 
-def parse_regex(pattern: str, *, dotall: bool = False) -> Node:
-    """Parse ``pattern`` (matched in full) into a syntax tree."""
-    parser = _Parser(pattern, _Flags(dotall=dotall))
+def parse_regex(pattern: str, *, dotall: bool = False, unicode: bool = False) -> Node:
+    """Parse ``pattern`` (matched in full) into a syntax tree.
+
+    ``\\d \\w \\s`` are ASCII (``[0-9]``, ``[A-Za-z0-9_]``, ASCII blanks) unless
+    ``unicode`` is set or the pattern says ``(?u)``: what users of JSON Schema and other
+    constrained-decoding tools mean by them (Python's ``re`` default is Unicode)."""
+    parser = _Parser(pattern, _Flags(dotall=dotall, ascii=not unicode))
     node = parser.parse()
     return _resolve_anchors(node, at_start=True, at_end=True, pattern=pattern)
 
@@ -96,8 +100,10 @@ class _Parser:
                 flags.dotall = True
             elif ch == "a":
                 flags.ascii = True
-            elif ch in "um":
-                pass  # u is the default for str; m only moves ^/$, which sit at the ends
+            elif ch == "u":
+                flags.ascii = False
+            elif ch == "m":
+                pass  # m only moves ^/$, which sit at the ends
             elif ch in "ixL":
                 raise self.unsupported(f"the inline flag {ch!r}", at + 2 + k)
             else:

@@ -127,6 +127,15 @@ class Matcher(ABC):
         if n:
             self._retreat(n)
 
+    def completes_within(self, k: int) -> bool:
+        """Whether at most ``k`` more tokens can complete the text (end of generation not
+        counted). Matchers that cannot tell say yes."""
+        return True
+
+    def completion_tokens(self) -> int:
+        """A number of tokens that surely completes the text from here (0 if unknown)."""
+        return 0
+
     def fill(self, out: np.ndarray, row: int = 0) -> None:
         """Write the mask into row ``row`` of a ``(batch, words)`` uint32 array."""
         out[row, :] = self.mask()

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tether.automata.dfa import DEAD, LazyDFA
+from tether.automata.shortest import INF, shortest_witness
 from tether.engine import bitmask
 from tether.engine.compiled import CheckResult, Compiled
 from tether.engine.matcher import REJECT, Forced, StateStackMatcher
@@ -24,6 +25,9 @@ from tether.engine.token_masks import TrieWalker
 from tether.vocab import Vocabulary
 
 MAX_CACHED_MASKS = 4096
+# Token moves walked at most to decide exactly whether a state completes within a few
+# tokens when the segmented shortest completion does not fit (beyond: "no").
+BUDGET_SEARCH_WALKS = 4096
 MAX_FORCED_TOKENS = 64
 PRECOMPUTE_STATES = 512
 SATURATION = 0.8  # share of the automaton's state bound past which compile() rebuilds
@@ -44,6 +48,7 @@ class RegularCompiled(Compiled):
         self._masks: OrderedDict[int, np.ndarray] = OrderedDict()  # insertion order: FIFO
         self._forced: dict[int, Forced] = {}
         self._finished: dict[int, bool] = {}
+        self._completion_tokens: dict[int, int] = {}
         self._lock = threading.RLock()
         self.compile_seconds = compile_seconds
         self._mask_seconds = 0.0
@@ -158,6 +163,67 @@ class RegularCompiled(Compiled):
                 self._finished[state] = finished
         return finished
 
+    # -- budgets (docs/generation.md, "Budget") ------------------------------------------
+    def completion_tokens(self, state: int) -> int:
+        """A number of tokens that surely completes ``state``: the tokens of a shortest
+        completion segmented longest-token-first (masks allow any tokenization of a valid
+        string)."""
+        hit = self._completion_tokens.get(state)
+        if hit is None:
+            with self._lock:
+                hit = self._completion_tokens[state] = self._count_completion(state)
+        return hit
+
+    def _count_completion(self, state: int) -> int:
+        if state == DEAD:
+            return INF
+        if self.dfa.accepting[state]:
+            return 0
+        nbytes = self.dfa.completion_bytes(state)
+        witness = shortest_witness(self.dfa, state, self.dfa.completion_bytes,
+                                   limit=2 * nbytes + 64)
+        if witness is None:
+            return INF
+        ids = self.vocab.segment(witness)
+        return INF if ids is None else len(ids)
+
+    def completes_within(self, state: int, k: int) -> bool:
+        """Whether some sequence of at most ``k`` tokens takes ``state`` to acceptance.
+
+        Yes when the segmented shortest completion fits; no when even tokens of the
+        longest length could not spell its bytes; in between, an exact search over the
+        tokens the masks allow, ``BUDGET_SEARCH_WALKS`` token moves at most (past that
+        the answer is "no": the budget never lets a run into a dead end)."""
+        walks = [BUDGET_SEARCH_WALKS]
+        return self._completes(state, k, walks, {})
+
+    def _completes(self, state: int, k: int, walks: list[int],
+                   seen: dict[tuple[int, int], bool]) -> bool:
+        if self.completion_tokens(state) <= k:
+            return True
+        longest = self.vocab.max_token_bytes
+        if k <= 0 or self.dfa.completion_bytes(state) > k * longest:
+            return False
+        key = (state, k)
+        hit = seen.get(key)
+        if hit is not None:
+            return hit
+        seen[key] = False
+        ids = bitmask.to_ids(self.state_mask(state) & ~self._eos_words, self.vocab.size)
+        if ids.size > walks[0]:
+            return False
+        tokens = self.vocab.tokens
+        for token in sorted(ids.tolist(), key=lambda t: -len(tokens[t])):
+            walks[0] -= 1
+            if walks[0] < 0:
+                return False
+            with self._lock:
+                nxt = self.dfa.walk(state, tokens[token])
+            if nxt != DEAD and self._completes(nxt, k - 1, walks, seen):
+                seen[key] = True
+                return True
+        return False
+
     def _forced_bytes(self, state: int) -> bytes:
         out = bytearray()
         dfa = self.dfa
@@ -205,6 +271,12 @@ class RegularMatcher(StateStackMatcher):
         if self._stopped:
             return Forced(b"", ())
         return self.compiled.state_forced(self._states[-1])
+
+    def completes_within(self, k: int) -> bool:
+        return self._stopped or self.compiled.completes_within(self._states[-1], k)
+
+    def completion_tokens(self) -> int:
+        return 0 if self._stopped else self.compiled.completion_tokens(self._states[-1])
 
     def _blank(self) -> RegularMatcher:
         return RegularMatcher(self.compiled)

@@ -256,7 +256,7 @@ class _Parser:
             raise self.s.error(f"common has no terminal {name!r}", name_at)
         if not _TERMINAL_NAME.fullmatch(alias):
             raise self.s.error(f"{alias!r} is not a terminal name (UPPERCASE)", alias_at)
-        node = _relocate(parse_regex(pattern), self.s.loc(alias_at))
+        node = _relocate(parse_regex(pattern, unicode=True), self.s.loc(alias_at))
         self.define(alias, _Definition("terminal", node, alias_at), "define")
 
     # -- bodies ------------------------------------------------------------------------
@@ -391,7 +391,7 @@ class _Parser:
         if "x" in flags:
             pattern, offsets = _strip_verbose(pattern, offsets)
         try:
-            node = parse_regex(pattern, dotall="s" in flags)
+            node = parse_regex(pattern, dotall="s" in flags, unicode=True)
         except CompileError as e:
             column = e.location if isinstance(e.location, int) else 1
             offset = offsets[column - 1] if 0 < column <= len(offsets) else j

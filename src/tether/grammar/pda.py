@@ -65,6 +65,7 @@ from tether.automata.dfa import DEAD, LazyAutomaton, epsilon_closure, segments
 from tether.automata.dfa import byte_classes as partition_bytes
 from tether.automata.nfa import _Builder, trim_moves
 from tether.automata.regex_ast import Alternate, Automaton, Concat, Repeat
+from tether.automata.shortest import INF, distances_to_end
 from tether.errors import CompileError, LimitExceeded
 from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref
 
@@ -148,6 +149,12 @@ class PushdownAutomaton(LazyAutomaton):
         self._parts: dict[int, FrameParts | tuple] = {}  # per item set: frame_parts (() if none)
         self._alone: dict[int, int] = {}  # per item set: moves_alone
         self.pops = np.zeros(self.accepting.size, dtype=bool)
+        # Shortest completions (see completion_bytes), computed on first use.
+        self._static_nfa = len(self._edges)  # NFA states of the grammar's own rules
+        self._nfa_distances: list[int] | None = None
+        self._late_distances: dict[int, int] = {}  # NFA states of group rules built later
+        self._node_distances: dict[int, int] = {}
+        self._completion: dict[int, int] = {}
         root = self._rule_index[grammar.start]
         self.start = self._intern((self._node(self._rule_start_item[root], BOTTOM),))
 
@@ -513,6 +520,83 @@ class PushdownAutomaton(LazyAutomaton):
             pops |= node_pops
         self.accepting[sid] = accepts
         self.pops[sid] = pops
+
+    # -- shortest completions (tether.automata.shortest) ---------------------------------
+    def completion_bytes(self, state: int) -> int:
+        """Bytes of the shortest string that completes ``state``: the least over its stacks
+        of the sum of their frames' distances to their rules' ends. Guards of rules
+        matched longest are not counted (a lower bound there)."""
+        hit = self._completion.get(state)
+        if hit is None:
+            hit = self._completion[state] = min(
+                (self._node_distance(n) for n in self._keys[state]),  # type: ignore[attr-defined]
+                default=INF)
+        return hit
+
+    def _node_distance(self, node: int) -> int:
+        chain = []
+        n = node
+        total = 0
+        while n >= 0 and n not in self._node_distances:
+            chain.append(n)
+            n = self._nodes[n][1]
+        if n >= 0:
+            total = self._node_distances[n]
+        for n in reversed(chain):
+            total += min((self._nfa_distance(s) for s in self._items[self._nodes[n][0]]),
+                         default=INF)
+            self._node_distances[n] = total
+        return total
+
+    def _nfa_distance(self, s: int) -> int:
+        """The bytes from NFA state ``s`` to its rule's end (a fixed point over the
+        grammar's rules, computed once; group rules built later, on demand)."""
+        if self._nfa_distances is None:
+            self._nfa_distances = distances_to_end(
+                self._edges, self._eps, list(self._accept_states), calls=self._calls,
+                call_cost=self._call_cost, n=self._static_nfa)
+        if s < self._static_nfa:
+            return self._nfa_distances[s]
+        hit = self._late_distances.get(s)
+        if hit is None:  # a state of a group rule's block: calls and epsilon moves, acyclic
+            best = 0 if s in self._accept_states else INF
+            for t in self._eps[s]:
+                best = min(best, self._nfa_distance(t))
+            for rule, t in self._calls.get(s, ()):
+                cost = (self._group_length(self._group_next[s], self._nfa_distances)
+                        if rule == PENDING else self._call_cost(rule, self._nfa_distances))
+                best = min(best, cost + self._nfa_distance(t))
+            hit = self._late_distances[s] = best
+        return hit
+
+    def _call_cost(self, rule: int, dist: list[int]) -> int:
+        if rule < self._n_static:
+            return dist[self._rule_start[rule]]
+        return self._group_length(self._group_states[rule - self._n_static], dist)
+
+    def _group_length(self, key: tuple[int, int, int], dist: list[int]) -> int:
+        """The shortest rest of an AnyOrder group from state ``key`` (members written,
+        count): its required members left, as many of the cheapest others (or the extra
+        member) as ``min_count`` still needs, and a comma before each but a first one."""
+        gid, written, count = key
+        g = self._groups[gid]
+
+        def length(rule: int) -> int:
+            return dist[self._rule_start[rule]]
+
+        left = [k for k in range(len(g.members)) if not written >> k & 1]
+        must = [k for k in left if g.required >> k & 1]
+        total = sum(length(g.members[k]) for k in must)
+        more = max(0, g.lo - count - len(must))
+        if more:
+            pool = sorted(length(g.members[k]) for k in left if not g.required >> k & 1)
+            if g.extra >= 0:
+                pool += [length(g.extra)] * more
+                pool.sort()
+            total += sum(pool[:more]) if len(pool) >= more else INF
+        written_now = len(must) + more
+        commas = written_now if count > 0 else max(written_now - 1, 0)
+        return total + commas * length(g.comma)
 
     # -- the pieces a configuration's mask is composed of --------------------------------
     def kernel(self, state: int) -> tuple[tuple[int, int], ...]:

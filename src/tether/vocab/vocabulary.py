@@ -116,6 +116,38 @@ class Vocabulary:
 
         return TokenTrie.for_vocabulary(self)
 
+    @cached_property
+    def _ids_by_bytes(self) -> dict[bytes, int]:
+        ids: dict[bytes, int] = {}
+        for i, t in enumerate(self._tokens):
+            if t and not self.special[i]:
+                ids.setdefault(t, i)
+        return ids
+
+    @cached_property
+    def max_token_bytes(self) -> int:
+        """The length in bytes of the longest non-special token."""
+        return max(map(len, self._ids_by_bytes), default=1)
+
+    def segment(self, data: bytes) -> list[int] | None:
+        """Token ids spelling ``data``, longest token first at each position (a valid,
+        not necessarily the tokenizer's own, tokenization); ``None`` if some position
+        starts no token."""
+        ids = self._ids_by_bytes
+        longest = self.max_token_bytes
+        out: list[int] = []
+        at = 0
+        while at < len(data):
+            for size in range(min(longest, len(data) - at), 0, -1):
+                token = ids.get(data[at:at + size])
+                if token is not None:
+                    out.append(token)
+                    at += size
+                    break
+            else:
+                return None
+        return out
+
     # -- loaders ----------------------------------------------------------------------
     @classmethod
     def from_file(cls, path: str | PathLike[str]) -> Vocabulary:

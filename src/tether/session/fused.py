@@ -38,8 +38,8 @@ from tether.fusion import (
     Scorer,
     StepReport,
 )
-from tether.runtime.diagnostics import StepInfo
 from tether.sampling.engine import context
+from tether.session.diagnostics import StepInfo
 from tether.vocab import Vocabulary
 
 Choice = tuple[int | None, StepInfo | None, str | None]  # token, diagnostics, stop reason
@@ -79,6 +79,15 @@ class FreeText:
     def is_finished(self) -> bool:
         return False
 
+    def is_accepting(self) -> bool:
+        return False  # free text has no end of its own: a budget cuts it
+
+    def completes_within(self, k: int) -> bool:
+        return True
+
+    def completion_tokens(self) -> int:
+        return 0
+
 
 class FusedConstraint:
     """The domains of one run (see the module docstring), with the matcher methods the
@@ -116,6 +125,25 @@ class FusedConstraint:
 
     def forced(self) -> Forced:
         return self.syntax.forced() if self._syntax_active() else _NOTHING_FORCED
+
+    @property
+    def structured(self) -> bool:
+        """Whether the domains are live (not in the reasoning phase)."""
+        return self.domains is not None
+
+    def is_accepting(self) -> bool:
+        """Syntax accepts the text and the hard domains allow the end."""
+        if not (self._syntax_active() and self.syntax.is_accepting()):
+            return False
+        return any(self.allowed(t) for t in self.vocab.eos_ids)
+
+    def completes_within(self, k: int) -> bool:
+        """Whether Syntax can be completed within ``k`` tokens (while reasoning: yes;
+        the budget does not yet reserve room for the structured part)."""
+        return not self._syntax_active() or self.syntax.completes_within(k)
+
+    def completion_tokens(self) -> int:
+        return self.syntax.completion_tokens() if self._syntax_active() else 0
 
     def allowed(self, token_id: int) -> bool:
         """Whether every active hard domain allows ``token_id`` (without relaxation)."""

@@ -1,0 +1,31 @@
+"""One sequence's model-independent state (SPEC §1, §9): the constraint or fused domains
+with their phases, the decider, the budget, jump-forward and per-step diagnostics.
+Runtimes (:mod:`tether.runtime`, :mod:`tether.integrations`) are adapters over
+:class:`Session`; :mod:`tether.session.policy` is the JSON Schema generation policy."""
+
+from tether.session.deciders import DEFAULT_SAMPLING, Deterministic, Sampler, decider
+from tether.session.diagnostics import RunSummary, StepInfo
+from tether.session.fused import FreeText, FusedConstraint
+from tether.session.policy import (
+    EXTRA_PROPERTIES,
+    compile_for_generation,
+    generation_constraint,
+)
+from tether.session.session import STOP_REASONS, Session, free_mask
+
+__all__ = [
+    "DEFAULT_SAMPLING",
+    "EXTRA_PROPERTIES",
+    "STOP_REASONS",
+    "Deterministic",
+    "FreeText",
+    "FusedConstraint",
+    "RunSummary",
+    "Sampler",
+    "Session",
+    "StepInfo",
+    "decider",
+    "compile_for_generation",
+    "free_mask",
+    "generation_constraint",
+]
