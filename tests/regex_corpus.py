@@ -42,7 +42,7 @@ CORPUS: list[tuple[str, list[str]]] = [
     (r"([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}", ["2001:0db8:85a3:0000:0000:8a2e:0370:7334"]),
     (r"([0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}", ["00:1A:2b:3C:4d:5E"]),
     (r"[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}", ["jane.doe+tag@example.co.uk"]),
-    (r"[\w.+-]+@[\w-]+\.[\w.-]+", ["josé@exämple.org"]),
+    (r"(?u)[\w.+-]+@[\w-]+\.[\w.-]+", ["josé@exämple.org"]),
     (r"https?://[a-z0-9.-]+(/[A-Za-z0-9._~-]*)*", ["https://example.com/a/b.html"]),
     (r"([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,}", ["api.example.com"]),
     (r"\+?[1-9]\d{1,14}", ["+14155552671"]),
@@ -51,7 +51,7 @@ CORPUS: list[tuple[str, list[str]]] = [
     # text
     (r"[A-Z][a-z]{2,10}", ["Alice"]),
     (r"[A-Z][a-z]+( [A-Z][a-z]+)*", ["New York City"]),
-    (r"[^\W\d]\w*", ["größe_2", "変数"]),
+    (r"(?u)[^\W\d]\w*", ["größe_2", "変数"]),
     (r"\p{L}[\p{L}\p{N}_]*", ["Ñandú_7"]),
     (r"[\u0400-\u04FF]+", ["Привет"]),
     (r"[\U0001F300-\U0001FAFF]+", ["🎉🚀"]),

@@ -20,19 +20,21 @@ import regex
 
 def python_classes(pattern: str) -> str:
     """Rewrite ``pattern`` so ``\\d \\w \\s`` (and their negations) mean what they mean in
-    Python's ``re`` (the dialect tether follows), not in ``regex`` (which follows Unicode
-    TR#18 and counts combining marks as word characters but not ``½``).
+    tether's dialect: Python's ``re`` with ``re.ASCII``, or without it when the pattern
+    starts with ``(?u)`` — not what they mean in ``regex`` (which follows Unicode TR#18
+    and counts combining marks as word characters but not ``½``).
 
     Each such escape, and each bracket class containing one, is replaced by an explicit
     class whose members were found by asking ``re`` about every code point.
     """
+    flags = 0 if pattern.startswith("(?u)") else re.ASCII
     out = []
     i = 0
     while i < len(pattern):
         ch = pattern[i]
         if ch == "\\" and i + 1 < len(pattern):
             if pattern[i + 1] in "dwsDWS":
-                out.append(_explicit("\\" + pattern[i + 1]))
+                out.append(_explicit("\\" + pattern[i + 1], flags))
             else:
                 out.append(pattern[i:i + 2])
             i += 2
@@ -40,7 +42,7 @@ def python_classes(pattern: str) -> str:
             j = _class_end(pattern, i)
             text = pattern[i:j]
             uses = re.search(r"\\[dwsDWS]", text) and not re.search(r"\\[pP]", text)
-            out.append(_explicit(text) if uses else text)
+            out.append(_explicit(text, flags) if uses else text)
             i = j
         else:
             out.append(ch)
@@ -60,8 +62,8 @@ def _class_end(pattern: str, i: int) -> int:
 
 
 @cache
-def _explicit(class_text: str) -> str:
-    member = re.compile(class_text).fullmatch
+def _explicit(class_text: str, flags: int) -> str:
+    member = re.compile(class_text, flags).fullmatch
     runs: list[tuple[int, int]] = []
     for c in range(sys.maxunicode + 1):
         if 0xD800 <= c <= 0xDFFF or not member(chr(c)):

@@ -17,7 +17,7 @@ from tether.errors import CompileError, LimitExceeded
 
 
 def full_match(pattern: str, text: str) -> bool:
-    dfa = LazyDFA(build_nfa(parse_regex(pattern)))
+    dfa = LazyDFA(build_nfa(parse_regex(pattern)))  # (?u) in the pattern: Unicode classes
     state = dfa.walk(dfa.start, text.encode())
     return state != DEAD and bool(dfa.accepting[state])
 
@@ -54,10 +54,11 @@ COMPARED = [0]  # cases compared by the random test (checked by the next test)
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(pattern=_patterns(), data=st.data())
 def test_random_patterns_agree_with_re(pattern: str, data: st.DataObject) -> None:
-    compiled = re.compile(pattern)
+    unicode = data.draw(st.booleans())  # \d \w \s: ASCII by default, as re.ASCII
+    compiled = re.compile(pattern, 0 if unicode else re.ASCII)
     texts = data.draw(st.lists(st.text(ALPHABET, max_size=8), min_size=20, max_size=20))
     try:
-        dfa = LazyDFA(build_nfa(parse_regex(pattern)))
+        dfa = LazyDFA(build_nfa(parse_regex(pattern, unicode=unicode)))
     except CompileError as error:  # only for a language with no string at all
         assert "matches no string" in str(error)
         assert not any(compiled.fullmatch(t) for t in texts)
@@ -75,6 +76,14 @@ def test_enough_random_cases() -> None:
     if COMPARED[0] == 0:
         pytest.skip("run together with test_random_patterns_agree_with_re")
     assert COMPARED[0] >= 10_000, COMPARED[0]
+
+
+def test_classes_are_ascii_unless_asked() -> None:
+    assert full_match(r"\d+", "123") and not full_match(r"\d+", "🯸🯸")
+    assert not full_match(r"\w+", "é") and full_match(r"(?u)\w+", "é")
+    assert full_match(r"(?u)\d(?a:\d)", "٣3") and not full_match(r"(?u)\d(?a:\d)", "3٣")
+    dfa = LazyDFA(build_nfa(parse_regex(r"\s", unicode=True)))
+    assert dfa.accepting[dfa.walk(dfa.start, "\u2003".encode())]
 
 
 # -- the patterns of JSON Schema practice compile ---------------------------------------

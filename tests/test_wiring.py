@@ -170,9 +170,9 @@ def test_phase_auto_think_block_then_constrained_answer():
 
 def test_phase_off_constrains_from_the_start():
     model = ScriptedModel(*PROSE)
-    result = generate("q?", JSON_A, model=model, sampling=GREEDY, max_tokens=3,
+    result = generate("q?", JSON_A, model=model, sampling=GREEDY,
                       fusion=FusionConfig(intensity="syntax_only"))
-    assert result.text == '{"a' and result.kl[0].phase == "structured_output"
+    assert result.text.startswith('{"a') and result.kl[0].phase == "structured_output"
 
 
 # -- the embedded model: the Phases bar ------------------------------------------------------

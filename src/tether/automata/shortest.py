@@ -72,24 +72,22 @@ def shortest_witness(automaton: LazyAutomaton, state: int,
     """A shortest string from ``state`` to acceptance, following ``distance`` down the
     automaton's rows (``None`` if no accepting state is found within ``limit`` bytes)."""
     # Each class spelled by one of its bytes, printable ASCII first (tokens exist for it).
-    first_byte = np.full(automaton.n_classes, -1, dtype=np.int32)
-    for b in [*range(32, 127), *range(32), *range(127, 256)]:
-        c = automaton.class_of_byte[b]
-        if first_byte[c] < 0:
-            first_byte[c] = b
+    order = np.array([*range(32, 127), *range(32), *range(127, 256)])
+    rank = np.empty(automaton.n_classes, dtype=np.int64)
+    spelled = np.empty(automaton.n_classes, dtype=np.int64)
+    rank[automaton.class_of_byte[order[::-1]]] = np.arange(255, -1, -1)
+    spelled[automaton.class_of_byte[order[::-1]]] = order[::-1]
     out = bytearray()
     while not automaton.accepting[state]:
         if len(out) >= limit:
             return None
         automaton.ensure_rows([state])
         row = automaton.table[state]
-        best, best_class = INF, -1
-        for c in np.flatnonzero(row != DEAD).tolist():
-            d = distance(int(row[c]))
-            if d < best:
-                best, best_class = d, c
-        if best_class < 0:
+        targets = np.unique(row[row != DEAD]).tolist()
+        if not targets:
             return None
-        out.append(int(first_byte[best_class]))
-        state = int(row[best_class])
+        best = min(targets, key=distance)
+        classes = np.flatnonzero(row == best)
+        out.append(int(spelled[classes[np.argmin(rank[classes])]]))
+        state = best
     return bytes(out)

@@ -136,6 +136,20 @@ class Matcher(ABC):
         """A number of tokens that surely completes the text from here (0 if unknown)."""
         return 0
 
+    def budget_mask(self, k: int) -> np.ndarray:
+        """The tokens of :meth:`mask` after which at most ``k`` more tokens can complete
+        the text (end of generation included when allowed)."""
+        words = self.mask().copy()
+        for token in bitmask.to_ids(words, self.vocab.size).tolist():
+            if self.vocab.is_eos(token):
+                continue
+            self.consume(token)
+            fits = self.completes_within(k)
+            self.rollback(1)
+            if not fits:
+                words[token >> 5] &= ~np.uint32(1 << (token & 31))
+        return words
+
     def fill(self, out: np.ndarray, row: int = 0) -> None:
         """Write the mask into row ``row`` of a ``(batch, words)`` uint32 array."""
         out[row, :] = self.mask()

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from tether.automata.dfa import DEAD, LazyDFA
 from tether.automata.shortest import INF, shortest_witness
@@ -25,9 +26,11 @@ from tether.engine.token_masks import TrieWalker
 from tether.vocab import Vocabulary
 
 MAX_CACHED_MASKS = 4096
-# Token moves walked at most to decide exactly whether a state completes within a few
-# tokens when the segmented shortest completion does not fit (beyond: "no").
-BUDGET_SEARCH_WALKS = 4096
+# States expanded at most (all their tokens walked) to decide exactly whether a state
+# completes within a few tokens when its segmented shortest completion does not fit.
+BUDGET_SEARCH_STATES = 64
+BUDGET_SEARCH_SLACK = 4  # tokens beyond k a shortest completion may need to be searched
+MAX_CACHED_BUDGET_ANSWERS = 100_000
 MAX_FORCED_TOKENS = 64
 PRECOMPUTE_STATES = 512
 SATURATION = 0.8  # share of the automaton's state bound past which compile() rebuilds
@@ -49,6 +52,7 @@ class RegularCompiled(Compiled):
         self._forced: dict[int, Forced] = {}
         self._finished: dict[int, bool] = {}
         self._completion_tokens: dict[int, int] = {}
+        self._within: dict[tuple[int, int], bool] = {}  # see completes_within
         self._lock = threading.RLock()
         self.compile_seconds = compile_seconds
         self._mask_seconds = 0.0
@@ -187,42 +191,74 @@ class RegularCompiled(Compiled):
         ids = self.vocab.segment(witness)
         return INF if ids is None else len(ids)
 
-    def completes_within(self, state: int, k: int) -> bool:
+    def completes_within(self, state: int, k: int, search: BudgetSearch | None = None
+                         ) -> bool:
         """Whether some sequence of at most ``k`` tokens takes ``state`` to acceptance.
 
-        Yes when the segmented shortest completion fits; no when even tokens of the
-        longest length could not spell its bytes; in between, an exact search over the
-        tokens the masks allow, ``BUDGET_SEARCH_WALKS`` token moves at most (past that
-        the answer is "no": the budget never lets a run into a dead end)."""
-        walks = [BUDGET_SEARCH_WALKS]
-        return self._completes(state, k, walks, {})
-
-    def _completes(self, state: int, k: int, walks: list[int],
-                   seen: dict[tuple[int, int], bool]) -> bool:
-        if self.completion_tokens(state) <= k:
+        Yes when the segmented shortest completion fits. No when it needs more than
+        ``BUDGET_SEARCH_SLACK`` tokens beyond ``k``, or even tokens of the longest length
+        could not spell its bytes. In between, an exact search over the states the
+        allowed tokens lead to, ``search.states`` of them expanded at most (past that the
+        answer is "no": the budget never lets a run into a dead end). Answers the search
+        found without running out are kept for every later question."""
+        needed = self.completion_tokens(state)
+        if needed <= k:
             return True
-        longest = self.vocab.max_token_bytes
-        if k <= 0 or self.dfa.completion_bytes(state) > k * longest:
+        if k <= 0 or needed - k > BUDGET_SEARCH_SLACK or \
+                self.dfa.completion_bytes(state) > k * self.vocab.max_token_bytes:
             return False
         key = (state, k)
-        hit = seen.get(key)
+        hit = self._within.get(key)
         if hit is not None:
             return hit
-        seen[key] = False
-        ids = bitmask.to_ids(self.state_mask(state) & ~self._eos_words, self.vocab.size)
-        if ids.size > walks[0]:
+        search = search or BudgetSearch()
+        hit = search.seen.get(key)
+        if hit is not None:
+            return hit
+        search.seen[key] = hit = False
+        if search.states <= 0:
+            search.cut = True
             return False
-        tokens = self.vocab.tokens
-        for token in sorted(ids.tolist(), key=lambda t: -len(tokens[t])):
-            walks[0] -= 1
-            if walks[0] < 0:
-                return False
-            with self._lock:
-                nxt = self.dfa.walk(state, tokens[token])
-            if nxt != DEAD and self._completes(nxt, k - 1, walks, seen):
-                seen[key] = True
-                return True
-        return False
+        search.states -= 1
+        ends = self._ends_of(state, self.state_mask(state))[1]
+        for nxt in sorted(set(ends.tolist()) - {DEAD}, key=self.completion_tokens):
+            if self.completes_within(nxt, k - 1, search):
+                search.seen[key] = hit = True
+                break
+        if hit or not search.cut:
+            if len(self._within) >= MAX_CACHED_BUDGET_ANSWERS:
+                self._within.clear()
+            self._within[key] = hit
+        return hit
+
+    def budget_mask(self, state: int, k: int) -> np.ndarray:
+        """The tokens of ``state``'s mask after which the text can be completed within
+        ``k`` more tokens (end of generation kept: it completes)."""
+        words = self.state_mask(state)
+        ids, ends = self._ends_of(state, words)
+        search = BudgetSearch()
+        distinct, which = np.unique(ends, return_inverse=True)
+        fits = np.array([nxt != DEAD and self.completes_within(nxt, k, search)
+                         for nxt in distinct.tolist()], dtype=bool)
+        keep = fits[which] if fits.size else np.zeros(0, dtype=bool)
+        return bitmask.from_ids(ids[keep], self.vocab.size) | (words & self._eos_words)
+
+    def _ends_of(self, state: int, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The tokens of ``words`` (end of generation left out) and the state after each
+        (a numba walk over the automaton's table; rows not built yet are walked here)."""
+        ids = bitmask.to_ids(words & ~self._eos_words, self.vocab.size).astype(np.int64)
+        flat, offsets = self.vocab.flat_tokens
+        ends = np.empty(ids.size, dtype=np.int32)
+        stuck = np.empty(ids.size, dtype=np.int32)
+        todo = np.arange(ids.size)
+        with self._lock:
+            self.dfa.ensure_rows([state])
+            while todo.size:  # each round builds the rows the walks stopped at
+                _token_ends(self.dfa.table, self.dfa.class_of_byte, flat, offsets, ids, todo,
+                            state, ends, stuck)
+                todo = todo[ends[todo] < 0]
+                self.dfa.ensure_rows(np.unique(stuck[todo]).tolist())
+        return ids, ends
 
     def _forced_bytes(self, state: int) -> bytes:
         out = bytearray()
@@ -247,6 +283,34 @@ class RegularCompiled(Compiled):
             tokens.append(token)
             state = self.dfa.walk(state, self.vocab.token_bytes(token))
         return tuple(tokens)
+
+
+class BudgetSearch:
+    """The work left to one budget question (or one budget mask), and what it found."""
+
+    def __init__(self, states: int = BUDGET_SEARCH_STATES) -> None:
+        self.states = states
+        self.cut = False  # an expansion was refused: a "no" may be wrong
+        self.seen: dict[tuple[int, int], bool] = {}
+
+
+@njit(cache=True, nogil=True)
+def _token_ends(table, class_of_byte, flat, offsets, ids, todo, state, ends, stuck
+                ):  # pragma: no cover - compiled
+    """For each ``i`` of ``todo``, the state after token ``ids[i]`` from ``state`` into
+    ``ends[i]``: DEAD (0) once rejected, UNKNOWN (-1) at a row not built yet, whose state
+    goes to ``stuck[i]``."""
+    for i in todo:
+        s = state
+        t = ids[i]
+        for j in range(offsets[t], offsets[t + 1]):
+            nxt = table[s, class_of_byte[flat[j]]]
+            if nxt < 0:
+                stuck[i] = s
+            s = nxt
+            if s <= 0:
+                break
+        ends[i] = s
 
 
 class RegularMatcher(StateStackMatcher):
@@ -274,6 +338,11 @@ class RegularMatcher(StateStackMatcher):
 
     def completes_within(self, k: int) -> bool:
         return self._stopped or self.compiled.completes_within(self._states[-1], k)
+
+    def budget_mask(self, k: int) -> np.ndarray:
+        if self._stopped:
+            return self.compiled._empty
+        return self.compiled.budget_mask(self._states[-1], k)
 
     def completion_tokens(self) -> int:
         return 0 if self._stopped else self.compiled.completion_tokens(self._states[-1])

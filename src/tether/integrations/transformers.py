@@ -1,8 +1,12 @@
 """A transformers logits processor that applies tether's masks (SPEC §10).
 
-``TetherLogitsProcessor`` keeps one matcher per batch row. On each call it consumes the
-token each row generated since the previous call, builds the batched Bitmask and sets
-the scores of disallowed tokens to ``-inf``. transformers applies custom processors
+``TetherLogitsProcessor`` keeps one :class:`~tether.session.Session` per batch row (a
+thin adapter: the session holds the row's matcher and budget). On each call it reports
+the token each row generated since the previous call (``Session.advance``), builds the
+batched Bitmask from the sessions' masks and sets the scores of disallowed tokens to
+``-inf``. Given ``max_tokens`` (pass generate's ``max_new_tokens``), the masks are
+budget-aware: a row only takes tokens after which its constraint can still be completed
+within the tokens left (docs/generation.md). transformers applies custom processors
 before its temperature/top-k/top-p warpers, so the mask is the outermost stage, as in
 SPEC §9. It is duck-typed (transformers needs only ``__call__(input_ids, scores)``), and
 torch is imported on the first call.
@@ -23,6 +27,7 @@ from tether.engine import bitmask
 from tether.engine.compiled import Compiled
 from tether.engine.matcher import Matcher
 from tether.errors import NoLegalContinuation, TetherError
+from tether.session import Session
 
 
 class TetherLogitsProcessor:
@@ -30,9 +35,11 @@ class TetherLogitsProcessor:
 
     ``constraint``: a compiled constraint (each row gets a fork of a fresh matcher, the
     batch size is taken from the first call) or a list of matchers, one per row.
+    ``max_tokens``: the budget of each row (``None``: none).
     """
 
-    def __init__(self, constraint: Compiled | Sequence[Matcher]) -> None:
+    def __init__(self, constraint: Compiled | Sequence[Matcher], *,
+                 max_tokens: int | None = None) -> None:
         if isinstance(constraint, Compiled):
             self._compiled: Compiled | None = constraint
             self.matchers: list[Matcher] = []
@@ -41,6 +48,8 @@ class TetherLogitsProcessor:
             self.matchers = list(constraint)
             if not self.matchers:
                 raise TetherError("TetherLogitsProcessor needs at least one matcher")
+        self.max_tokens = max_tokens
+        self.sessions: list[Session] = []
         self._length: int | None = None  # sequence length seen at the previous call
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
@@ -64,21 +73,23 @@ class TetherLogitsProcessor:
             self.matchers = [first] + [first.fork() for _ in range(batch - 1)]
         if len(self.matchers) != batch:
             raise TetherError(f"{len(self.matchers)} matchers for a batch of {batch} rows")
+        self.sessions = [Session(m.vocab, m, max_tokens=self.max_tokens)
+                         for m in self.matchers]
 
     def _consume(self, tokens: list[int]) -> None:
-        for matcher, token in zip(self.matchers, tokens, strict=True):
-            if not matcher.is_stopped:
-                matcher.consume(token)
+        for session, token in zip(self.sessions, tokens, strict=True):
+            if not session.matcher.is_stopped:  # type: ignore[union-attr]
+                session.advance(token)
 
     def _allowed(self, width: int) -> np.ndarray:
         """The (batch, width) bool mask; ids past the vocabulary are disallowed."""
         vocab_size = self.matchers[0].vocab.size
         words = np.zeros((len(self.matchers), bitmask.n_words(vocab_size)), dtype=np.uint32)
-        for row, matcher in enumerate(self.matchers):
-            if matcher.is_stopped:
+        for row, session in enumerate(self.sessions):
+            if session.matcher.is_stopped:  # type: ignore[union-attr]
                 words[row] = 0xFFFFFFFF  # finished row: its scores are ignored
             else:
-                matcher.fill(words, row)
+                words[row] = session.mask()
         allowed = np.zeros((len(self.matchers), width), dtype=bool)
         size = min(width, vocab_size)
         allowed[:, :size] = bitmask.to_bool(words, size)

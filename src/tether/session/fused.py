@@ -88,6 +88,9 @@ class FreeText:
     def completion_tokens(self) -> int:
         return 0
 
+    def budget_mask(self, k: int) -> np.ndarray:
+        return self.free_mask
+
 
 class FusedConstraint:
     """The domains of one run (see the module docstring), with the matcher methods the
@@ -145,6 +148,10 @@ class FusedConstraint:
     def completion_tokens(self) -> int:
         return self.syntax.completion_tokens() if self._syntax_active() else 0
 
+    def budget_mask(self, k: int) -> np.ndarray:
+        """Syntax's tokens after which it can be completed within ``k`` tokens."""
+        return self.syntax.budget_mask(k) if self._syntax_active() else self.free_mask
+
     def allowed(self, token_id: int) -> bool:
         """Whether every active hard domain allows ``token_id`` (without relaxation)."""
         result = self.domains.step(self.phase).result
@@ -197,13 +204,27 @@ class FusedConstraint:
 
     def _open(self, detector: PhaseDetector | None = None) -> _Live:
         """New domains that have consumed the text after the delimiter (raises
-        ``ConstraintViolation`` if Syntax rejects it)."""
+        ``ConstraintViolation`` if Syntax rejects it). When the delimiter is a code fence
+        Syntax itself may start with (a fenced grammar), the domains read the fence line
+        too, so that it is not written twice."""
         detector = detector or self.detector
+        text = detector.text
+        start = detector.structured_start
+        rest = text[start:]
+        fence = text.rfind(b"```", 0, start)
+        if fence >= 0 and b"\n" not in text[fence:start].rstrip(b"\r\n"):
+            try:
+                return self._domains_after(text[fence:start] + rest)
+            except ConstraintViolation:
+                pass
+        return self._domains_after(rest)
+
+    def _domains_after(self, data: bytes) -> _Live:
+        """New domains that have consumed ``data`` (``ConstraintViolation`` if Syntax
+        rejects it)."""
         live = self._new_domains()
-        domains = live[0]
-        rest = detector.text[detector.structured_start:]
-        for token in self.tokenizer.tokenize(rest, special=False) if rest else ():
-            domains.consume(token)  # in the structured phase, a new set's default
+        for token in self.tokenizer.tokenize(data, special=False) if data else ():
+            live[0].consume(token)  # in the structured phase, a new set's default
         return live
 
     def _opens_cleanly(self, token_id: int) -> bool:

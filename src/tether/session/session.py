@@ -90,14 +90,14 @@ class Session:
         self.needed = self._check_budget()
 
     # -- the budget ----------------------------------------------------------------------
-    def _check_budget(self) -> int:
-        """The tokens the constraint's shortest completion takes (raises if the budget is
-        smaller than that)."""
-        if self.matcher is None:
-            return 0
+    def _check_budget(self) -> int | None:
+        """The tokens the constraint's shortest completion takes, if there is a budget
+        (raises if the budget is smaller than that)."""
+        if self.matcher is None or self.budget is None:
+            return None
         needed = self.matcher.completion_tokens()
-        if self.budget is None or self.matcher.completes_within(self.budget):
-            return min(needed, self.budget) if self.budget is not None else needed
+        if self.matcher.completes_within(self.budget):
+            return min(needed, self.budget)
         what = ("max_tokens" if self.budget == self.max_tokens
                 else "the room left in the context window")
         raise BudgetTooSmall(
@@ -126,12 +126,8 @@ class Session:
 
     def _budget_filter(self, words: np.ndarray) -> np.ndarray:
         """``words`` less the tokens after which the constraint cannot be completed in
-        the tokens left (checked one by one)."""
-        out = words.copy()
-        for token in bitmask.to_ids(words, self.vocab.size).tolist():
-            if not self._fits(token):
-                out[token >> 5] &= ~np.uint32(1 << (token & 31))
-        return out
+        the tokens left."""
+        return words & self.matcher.budget_mask(self.tokens_left - 1)  # type: ignore[union-attr,operator]
 
     # -- what a runtime asks --------------------------------------------------------------
     def stop_reason(self) -> str | None:
@@ -154,11 +150,10 @@ class Session:
                               "call decide(logits)")
         if self.matcher is None:
             return self._free  # type: ignore[return-value]
-        words = self.matcher.mask()
         left = self.tokens_left
         if left is None or self.matcher.completes_within(left - 1 - BUDGET_SLACK):
-            return words
-        return self._budget_filter(words)
+            return self.matcher.mask()
+        return self.matcher.budget_mask(left - 1)
 
     def jump_forward(self) -> list[int]:
         """Consume the tokens of the bytes the constraint forces (jump-forward) and

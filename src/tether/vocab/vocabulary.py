@@ -125,6 +125,15 @@ class Vocabulary:
         return ids
 
     @cached_property
+    def flat_tokens(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every token's bytes back to back (uint8) and where each starts (int64, one
+        more than the size): token ``i`` is ``flat[offsets[i]:offsets[i + 1]]``."""
+        offsets = np.zeros(self.size + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum([len(t) for t in self._tokens])
+        flat = np.frombuffer(b"".join(self._tokens), dtype=np.uint8)
+        return flat, offsets
+
+    @cached_property
     def max_token_bytes(self) -> int:
         """The length in bytes of the longest non-special token."""
         return max(map(len, self._ids_by_bytes), default=1)

@@ -1,0 +1,187 @@
+"""Budget-aware generation (docs/generation.md, "Budget").
+
+* The bound is sound and exact on small automata: on a small vocabulary, for every
+  state reachable within a few tokens and every budget, ``completes_within`` equals a
+  brute-force search over token sequences, and ``completion_tokens`` is a real
+  completion length (never below the true minimum).
+* Sessions driven by random logits (which like to keep going), with budgets drawn
+  between the shortest completion and three times it, always end accepted, never by the
+  budget — over the regex corpus, the test grammars and JSON Schemas (a slice here;
+  ``bench/budget_sweep.py`` runs 200 budgets each).
+* A budget below the shortest completion is refused before generating.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from regex_corpus import CORPUS
+
+import tether
+from tether.errors import BudgetTooSmall
+from tether.session import Session, decider
+
+GRAMMARS = Path(__file__).parent / "grammars"
+GLAIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "glaive"
+
+# A small vocabulary with tokens of several lengths, so that token counts and byte
+# counts differ.
+SMALL_TOKENS = [bytes([b]) for b in b'abc012{}[]":, '] + [
+    b"ab", b"abc", b"ca", b"00", b"012", b'{"', b'"}', b'":', b'", "', b"]]", b"[[", b"a,",
+    b'"a"', b'{"a": ', b"0}"]
+SMALL_VOCAB = tether.Vocabulary([*SMALL_TOKENS, b""], eos_ids=[len(SMALL_TOKENS)])
+
+SMALL_CONSTRAINTS = [
+    tether.Regex(r"(ab|c)*0{2,5}"),
+    tether.Regex(r"a{3,7}(b|cc)"),
+    tether.Regex(r"[abc]{0,4}[012]{2}"),
+    tether.Choices(["abcabc", "0", "ca0", "abab0"]),
+    tether.Grammar('root ::= "[" ( item ( "," item )* )? "]"\nitem ::= "a" | root', "gbnf"),
+    tether.Grammar('root ::= x "0"\nx ::= "ab" x "c" | "c"', "gbnf"),
+    tether.JsonSchema({"type": "object", "properties": {"a": {"type": "string",
+                                                              "maxLength": 3}},
+                       "required": ["a"]}, whitespace="compact"),
+    tether.JsonSchema({"type": "array", "items": {"enum": [0, 1, 2]}, "minItems": 2},
+                      whitespace="compact"),
+]
+
+
+def _brute_force(compiled, state: int, k: int, memo: dict) -> bool:
+    """Whether some sequence of at most ``k`` tokens takes ``state`` to acceptance."""
+    if compiled.dfa.accepting[state]:
+        return True
+    if k == 0:
+        return False
+    key = (state, k)
+    if key not in memo:
+        memo[key] = False
+        for token in range(len(SMALL_TOKENS)):
+            nxt = compiled.dfa.walk(state, SMALL_TOKENS[token])
+            if nxt != 0 and _brute_force(compiled, nxt, k - 1, memo):
+                memo[key] = True
+                break
+    return memo[key]
+
+
+def _min_tokens(compiled, state: int, limit: int = 12) -> int | None:
+    memo: dict = {}
+    return next((k for k in range(limit + 1) if _brute_force(compiled, state, k, memo)), None)
+
+
+@pytest.mark.parametrize("constraint", SMALL_CONSTRAINTS, ids=repr)
+def test_bound_is_exact_on_small_automata(constraint) -> None:
+    compiled = tether.compile(constraint, SMALL_VOCAB)
+    start = compiled.matcher().state
+    states, frontier = {start}, [start]
+    for _ in range(4):  # every state within four tokens
+        nxt = []
+        for s in frontier:
+            for token in SMALL_TOKENS:
+                t = compiled.dfa.walk(s, token)
+                if t != 0 and t not in states:
+                    states.add(t)
+                    nxt.append(t)
+        frontier = nxt
+    memo: dict = {}
+    for state in states:
+        exact = _min_tokens(compiled, state)
+        assert exact is not None
+        assert compiled.completion_tokens(state) >= exact
+        for k in range(exact + 3):
+            assert compiled.completes_within(state, k) == _brute_force(compiled, state, k,
+                                                                       memo), (state, k)
+
+
+def _run(vocab, constraint, budget: int, seed: int) -> tuple[Session, str | None]:
+    """A session driven by random logits that favour long tokens (they like to go on)."""
+    compiled = tether.compile(constraint, vocab)
+    rng = np.random.default_rng(seed)
+    session = Session(vocab, compiled.matcher(), decider(vocab, seed=seed), max_tokens=budget)
+    lengths = np.array([len(t) for t in vocab.tokens], dtype=np.float32)
+    eos = sorted(vocab.eos_ids)
+    while (stop := session.stop_reason()) is None:
+        if session.jump_forward():
+            continue
+        logits = rng.normal(size=vocab.size).astype(np.float32) * 2 + lengths * 0.3
+        logits[eos] -= 4.0
+        stop = session.decide(logits)
+        if stop is not None:
+            break
+    return session, stop
+
+
+def _check_runs(vocab, constraint, budgets: int, seed: int = 0) -> None:
+    compiled = tether.compile(constraint, vocab)
+    matcher = compiled.matcher()
+    needed = next(k for k in range(1, 4096) if matcher.completes_within(k))
+    rng = np.random.default_rng(seed)
+    draws = [needed] + rng.integers(needed, 3 * needed + 1, size=budgets - 1).tolist()
+    for i, budget in enumerate(draws):
+        session, stop = _run(vocab, constraint, int(budget), seed + i)
+        assert stop in ("constraint_complete", "eog"), (constraint, budget, session.text())
+        assert len(session.tokens) <= budget
+        assert compiled.check(b"".join(vocab.token_bytes(t) for t in session.tokens)).matches
+
+
+@pytest.mark.parametrize("pattern", [p for p, _ in CORPUS[::4]])
+def test_runs_end_accepted_regex(smollm2_vocab, pattern: str) -> None:
+    _check_runs(smollm2_vocab, tether.Regex(pattern), budgets=3)
+
+
+@pytest.mark.parametrize("name", ["json.gbnf", "arithmetic.lark", "sql_select.lark",
+                                  "c_like.gbnf"])
+def test_runs_end_accepted_grammar(smollm2_vocab, name: str) -> None:
+    syntax = "lark" if name.endswith(".lark") else "gbnf"
+    _check_runs(smollm2_vocab, tether.Grammar((GRAMMARS / name).read_text(), syntax=syntax),
+                budgets=3)
+
+
+SCHEMAS = [
+    {"type": "object", "properties": {"name": {"type": "string"}, "tags": {
+        "type": "array", "items": {"type": "string"}, "minItems": 2}},
+     "required": ["name", "tags"]},
+    {"type": "object", "properties": {"point": {"$ref": "#/$defs/p"}, "n": {"type": "number"}},
+     "required": ["point"], "$defs": {"p": {"type": "object", "properties": {
+         "x": {"type": "integer"}, "y": {"type": "integer"}}, "required": ["x", "y"]}}},
+    {"anyOf": [{"type": "null"}, {"type": "object", "properties": {"a": {"type": "boolean"}},
+                                  "required": ["a"]}]},
+    {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+     "required": ["b"], "additionalProperties": {"type": "integer"}},
+]
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: json.dumps(s)[:40])
+@pytest.mark.parametrize("order", ["schema", "any"])
+def test_runs_end_accepted_schema(smollm2_vocab, schema, order: str) -> None:
+    _check_runs(smollm2_vocab, tether.JsonSchema(schema, property_order=order), budgets=3)
+
+
+@pytest.mark.skipif(not GLAIVE.is_dir(), reason="needs ../shared/data/glaive")
+def test_runs_end_accepted_function_call_schemas(smollm2_vocab) -> None:
+    from tether.session import generation_constraint
+
+    for path in sorted(GLAIVE.glob("*.json"))[::40]:
+        constraint = generation_constraint(tether.JsonSchema(json.loads(path.read_text())))
+        _check_runs(smollm2_vocab, constraint, budgets=2)
+
+
+def test_budget_below_the_shortest_completion_is_refused(smollm2_vocab) -> None:
+    compiled = tether.compile(tether.Regex(r"\d{4}-\d{2}-\d{2}"), smollm2_vocab)
+    assert compiled.matcher().completion_tokens() == 10  # SmolLM2 spells digits one by one
+    with pytest.raises(BudgetTooSmall) as info:
+        Session(smollm2_vocab, compiled.matcher(), max_tokens=9)
+    assert info.value.needed == 10
+    Session(smollm2_vocab, compiled.matcher(), max_tokens=10)  # just enough
+
+
+def test_mask_narrows_to_closing_tokens(smollm2_vocab) -> None:
+    """Near the end of the budget the mask keeps only tokens after which the rest fits."""
+    compiled = tether.compile(tether.Regex(r'"[a-z]{1,40}"'), smollm2_vocab)
+    session = Session(smollm2_vocab, compiled.matcher(), max_tokens=3)
+    session.advance(smollm2_vocab.segment(b'"')[0])
+    session.advance(smollm2_vocab.segment(b"abc")[0])
+    allowed = tether.engine.bitmask.to_ids(session.mask(), smollm2_vocab.size).tolist()
+    assert allowed and all(smollm2_vocab.token_bytes(t).endswith(b'"') for t in allowed)
