@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
+from budget_runs import budget_runs
 from regex_corpus import CORPUS
 
 import tether
 from tether.errors import BudgetTooSmall
-from tether.session import Session, decider
+from tether.session import Session
 
 GRAMMARS = Path(__file__).parent / "grammars"
 GLAIVE = Path(__file__).resolve().parents[2] / "shared" / "data" / "glaive"
@@ -95,32 +95,9 @@ def test_bound_is_exact_on_small_automata(constraint) -> None:
                                                                        memo), (state, k)
 
 
-def _run(vocab, constraint, budget: int, seed: int) -> tuple[Session, str | None]:
-    """A session driven by random logits that favour long tokens (they like to go on)."""
-    compiled = tether.compile(constraint, vocab)
-    rng = np.random.default_rng(seed)
-    session = Session(vocab, compiled.matcher(), decider(vocab, seed=seed), max_tokens=budget)
-    lengths = np.array([len(t) for t in vocab.tokens], dtype=np.float32)
-    eos = sorted(vocab.eos_ids)
-    while (stop := session.stop_reason()) is None:
-        if session.jump_forward():
-            continue
-        logits = rng.normal(size=vocab.size).astype(np.float32) * 2 + lengths * 0.3
-        logits[eos] -= 4.0
-        stop = session.decide(logits)
-        if stop is not None:
-            break
-    return session, stop
-
-
 def _check_runs(vocab, constraint, budgets: int, seed: int = 0) -> None:
     compiled = tether.compile(constraint, vocab)
-    matcher = compiled.matcher()
-    needed = next(k for k in range(1, 4096) if matcher.completes_within(k))
-    rng = np.random.default_rng(seed)
-    draws = [needed] + rng.integers(needed, 3 * needed + 1, size=budgets - 1).tolist()
-    for i, budget in enumerate(draws):
-        session, stop = _run(vocab, constraint, int(budget), seed + i)
+    for budget, session, stop in budget_runs(compiled, budgets, seed):
         assert stop in ("constraint_complete", "eog"), (constraint, budget, session.text())
         assert len(session.tokens) <= budget
         assert compiled.check(b"".join(vocab.token_bytes(t) for t in session.tokens)).matches

@@ -168,12 +168,16 @@ class Session:
         left = self.tokens_left
         if not forced or (left is not None and left <= 0):
             return []
-        taken = self._take(self._tokenize(forced) if self._tokenize else None, forced)
-        if taken and left is not None and not m.completes_within(left - len(taken)):
-            # The model's tokenization of the forced text is too long for the budget:
-            # spell it with the fewest tokens instead.
+        taken: list[int] = []
+        # The model's own tokens for the forced text; if they do not leave room to
+        # complete the constraint, the fewest tokens; if those do not either, nothing
+        # (the next decision picks a token that fits).
+        for tokens in ((self._tokenize(forced) if self._tokenize else None), None):
+            taken = self._take(tokens, forced)
+            if not taken or left is None or m.completes_within(left - len(taken)):
+                break
             m.rollback(len(taken))
-            taken = self._take(None, forced)
+            taken = []
         if taken and (left is None or len(taken) < left) and not m.is_finished():
             m.rollback(1)
             taken.pop()
