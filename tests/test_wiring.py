@@ -168,6 +168,17 @@ def test_phase_auto_think_block_then_constrained_answer():
     assert result.text == "<think>nono</think>yes"
 
 
+def test_a_fence_the_model_writes_is_not_written_again():
+    """With a constraint that starts with the fence itself (a fenced grammar), the fence
+    that opened the structured part is the constraint's own."""
+    model = ScriptedModel(*PROSE, b"```", b"json", b"\n")
+    fenced = r'```json\n\{"a": [0-9]\}\n```'
+    result = generate("q?", fenced, model=model, sampling=GREEDY, phase="auto")
+    assert result.text == 'hello world{\n```json\n{"a": 0}\n```'
+    assert tether.compile(tether.Regex(fenced), model.vocab).check(
+        result.text.split("{\n", 1)[1]).matches
+
+
 def test_phase_off_constrains_from_the_start():
     model = ScriptedModel(*PROSE)
     result = generate("q?", JSON_A, model=model, sampling=GREEDY,
