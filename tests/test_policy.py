@@ -88,3 +88,16 @@ def test_falls_back_to_the_callers_schema_when_the_closed_one_does_not_compile()
     assert compiled.constraint.schema == schema
     assert compiled.constraint.property_order == "schema"
     assert compiled.check('{"dimensions": {"dimensions": {"r": 1}, "shape": "circle"}}').matches
+
+
+def test_unbounded_integers_are_kept_to_safe_ones() -> None:
+    schema = {"type": "object", "properties": {
+        "n": {"type": "integer"}, "low": {"type": "integer", "minimum": 5},
+        "x": {"type": "number"}}, "not": {"properties": {"n": {"type": "integer"}}}}
+    policy = generation_constraint(tether.JsonSchema(schema)).schema
+    assert policy["properties"]["n"] == {"type": "integer", "minimum": -(2**53 - 1),
+                                         "maximum": 2**53 - 1}
+    assert policy["properties"]["low"] == {"type": "integer", "minimum": 5,
+                                           "maximum": 2**53 - 1}
+    assert policy["properties"]["x"] == {"type": "number"}
+    assert policy["not"] == schema["not"]  # never narrowed under not

@@ -19,6 +19,7 @@ closed themselves (closing a branch would forbid the others' properties); ``not`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 _OPEN_ENDED = ("additionalProperties", "patternProperties", "unevaluatedProperties")
@@ -28,40 +29,56 @@ _SAME_INSTANCE_VALUES = ("then", "else")
 _OTHER_INSTANCES = ("items", "additionalItems", "contains", "additionalProperties")
 
 
-def closed_schema(schema: Any, *, enclosed: bool = False) -> Any:
-    """A copy of ``schema`` with undeclared properties forbidden (module docstring).
-    ``enclosed``: an object schema at the same instance is closed already."""
+def closed_schema(schema: Any) -> Any:
+    """A copy of ``schema`` with undeclared properties forbidden (module docstring)."""
+    return narrowed(schema, _close)
+
+
+def _close(node: dict[str, Any], enclosed: bool) -> bool:
+    """Close ``node`` if it is an object schema to close; whether it was closed."""
+    if enclosed or not isinstance(node.get("properties"), dict) or \
+            any(k in node for k in _OPEN_ENDED):
+        return False
+    node["properties"] = _with_named(node)
+    node["additionalProperties"] = False
+    return True
+
+
+Edit = Callable[[dict[str, Any], bool], bool]
+
+
+def narrowed(schema: Any, edit: Edit, *, enclosed: bool = False) -> Any:
+    """A copy of ``schema`` with ``edit`` applied to every subschema where narrowing
+    narrows the whole (not under ``not`` or ``if``), outermost first. ``edit(node,
+    enclosed)`` changes ``node`` (a copy) in place and says whether it closed an object:
+    then the subschemas applied to the same instance are ``enclosed``."""
     if not isinstance(schema, dict):
         return schema
     out = dict(schema)
-    closing = (not enclosed and isinstance(out.get("properties"), dict)
-               and not any(k in out for k in _OPEN_ENDED))
-    if closing:
-        out["properties"] = _with_named(out)
-        out["additionalProperties"] = False
+    closing = edit(out, enclosed)
     # The same instance: closed here means the branches are enclosed; allOf and
     # dependentSchemas are conjunctions, enclosed either way.
     for key in _SAME_INSTANCE_LISTS:
         if isinstance(out.get(key), list):
             inner = closing or enclosed or key == "allOf"
-            out[key] = [closed_schema(sub, enclosed=inner) for sub in out[key]]
+            out[key] = [narrowed(sub, edit, enclosed=inner) for sub in out[key]]
     for key in _SAME_INSTANCE_VALUES:
         if key in out:
-            out[key] = closed_schema(out[key], enclosed=closing or enclosed)
+            out[key] = narrowed(out[key], edit, enclosed=closing or enclosed)
     if isinstance(out.get("dependentSchemas"), dict):
-        out["dependentSchemas"] = {name: closed_schema(sub, enclosed=True)
+        out["dependentSchemas"] = {name: narrowed(sub, edit, enclosed=True)
                                    for name, sub in out["dependentSchemas"].items()}
-    # Other instances (property values, items) and definitions are closed afresh.
+    # Other instances (property values, items) and definitions start afresh.
     for key in ("properties", *_DEFINITIONS):
         if isinstance(out.get(key), dict):
-            out[key] = {name: closed_schema(sub) for name, sub in out[key].items()}
+            out[key] = {name: narrowed(sub, edit) for name, sub in out[key].items()}
     if isinstance(out.get("prefixItems"), list):
-        out["prefixItems"] = [closed_schema(sub) for sub in out["prefixItems"]]
+        out["prefixItems"] = [narrowed(sub, edit) for sub in out["prefixItems"]]
     for key in _OTHER_INSTANCES:
         if isinstance(out.get(key), dict):
-            out[key] = closed_schema(out[key])
+            out[key] = narrowed(out[key], edit)
         elif key == "items" and isinstance(out.get(key), list):
-            out[key] = [closed_schema(sub) for sub in out[key]]
+            out[key] = [narrowed(sub, edit) for sub in out[key]]
     return out
 
 

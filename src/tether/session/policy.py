@@ -6,7 +6,9 @@ freedom invents keys (the same one forty times) and never gets to the required o
 So by default (``extra_properties="forbid"``) a run compiles the schema *closed* —
 objects that declare properties get no others (:func:`~tether.schema.closed.closed_schema`)
 — with properties in schema order, each key at most once. The output still validates
-against the caller's schema: it is a subset of it. Where closing leaves a schema tether
+against the caller's schema: it is a subset of it. Integers the schema does not bound are
+kept to the ones every JSON consumer reads exactly, ±(2^53 − 1) (``SAFE_INTEGER``): a
+small model otherwise writes sixty digits. Where closing leaves a schema tether
 cannot compile (a ``not`` or ``oneOf`` over a closed object may need a complement it cannot
 build), the run falls back to the caller's schema in schema order.
 ``extra_properties="spec"`` gives the model the spec's freedom (the caller's constraint
@@ -21,10 +23,11 @@ from tether.compiler import compile as compile_constraint
 from tether.constraints import JsonSchema
 from tether.engine.compiled import Compiled
 from tether.errors import CompileError, TetherError
-from tether.schema.closed import closed_schema
+from tether.schema.closed import closed_schema, narrowed
 from tether.vocab import Vocabulary
 
 EXTRA_PROPERTIES = ("forbid", "spec")
+SAFE_INTEGER = 2**53 - 1
 
 
 def generation_constraint(constraint: Any, extra_properties: str = "forbid") -> Any:
@@ -56,7 +59,17 @@ def _candidates(constraint: Any, extra_properties: str) -> list[Any]:
                "max_whitespace": constraint.max_whitespace, "property_order": "schema",
                "strict": constraint.strict}
     in_order = JsonSchema(constraint.schema, **options)
-    closed = closed_schema(constraint.schema)
-    if closed == constraint.schema:
+    policy = narrowed(closed_schema(constraint.schema), _bound_integers)
+    if policy == constraint.schema:
         return [in_order]
-    return [JsonSchema(closed, **options), in_order]
+    return [JsonSchema(policy, **options), in_order]
+
+
+def _bound_integers(node: dict[str, Any], enclosed: bool) -> bool:
+    """Give an integer schema with no bound on a side ±``SAFE_INTEGER`` there."""
+    if node.get("type") == "integer":
+        if "minimum" not in node and "exclusiveMinimum" not in node:
+            node["minimum"] = -SAFE_INTEGER
+        if "maximum" not in node and "exclusiveMaximum" not in node:
+            node["maximum"] = SAFE_INTEGER
+    return False
