@@ -86,7 +86,7 @@ def test_generate_choices_prints_only_the_choice():
     proc = run_cli("generate", "--choices", ",".join(choices), "--seed", "0",
                    "What colour is the sky on a clear day?")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout in choices
+    assert proc.stdout.endswith("\n") and proc.stdout[:-1] in choices  # the text, a newline
     assert "KL" in proc.stderr and "tokens/s" in proc.stderr
 
 

@@ -31,13 +31,11 @@ from tether.constraints import Choices, Constraint, Grammar, JsonSchema, Regex
 from tether.errors import TetherError
 from tether.fusion import FusionConfig, IntensityLevel, forbid_words, parse_constraint_spec
 from tether.sampling import Program, parse_program
-from tether.session import EXTRA_PROPERTIES, StepInfo, compile_for_generation
+from tether.session import EXTRA_PROPERTIES, PHASE_MODES, StepInfo, compile_for_generation
 from tether.vocab import Vocabulary
 
 if TYPE_CHECKING:
     from tether.runtime.generate import GenerationResult
-
-PHASE_MODES = ("off", "auto")
 
 # Ready-made grammars ``--grammar`` takes by name (a file of that name: ``./NAME``):
 # a Python module, and a Python module in a Markdown code block (what chat models write).

@@ -37,20 +37,19 @@ from tether.constraints import Constraint
 from tether.engine.compiled import Compiled
 from tether.engine.matcher import Matcher
 from tether.errors import TetherError
-from tether.fusion import Domain, FusionConfig, HardDomain, IntensityLevel, Scorer
+from tether.fusion import Domain, FusionConfig, Scorer
 from tether.runtime.embedded import embedded_model_path
 from tether.sampling import DeterministicDecoder, Pipeline, Program, beam_search
+from tether.session.build import build_session, constraint_matcher, fused_domains
 from tether.session.deciders import DEFAULT_SAMPLING, Deterministic, decider
 from tether.session.diagnostics import RunSummary, StepInfo
-from tether.session.fused import FreeText, FusedConstraint
-from tether.session.policy import compile_for_generation, generation_constraint
-from tether.session.session import STOP_REASONS, Session, free_mask
+from tether.session.policy import generation_constraint
+from tether.session.session import STOP_REASONS, Session
 from tether.vocab import Vocabulary
 
 if TYPE_CHECKING:
     from tether.runtime.llama import LlamaModel
 
-PHASE_MODES = ("off", "auto")
 __all__ = ["DEFAULT_SAMPLING", "STOP_REASONS", "GenerationResult", "Model", "generate",
            "load_model"]
 
@@ -212,8 +211,8 @@ def generate(
     lm = model if _is_model(model) else load_model(model)
     decide = decider(lm.vocab, sampling, temperature, deterministic, seed)
     started = time.perf_counter()
-    matcher = _matcher(constraint, lm.vocab, extra_properties)
-    fused = _fused(lm, matcher, fusion, types, imports, soft, phase)
+    matcher = constraint_matcher(constraint, lm.vocab, extra_properties)
+    fused = fused_domains(lm.vocab, lm, matcher, fusion, types, imports, soft, phase)
     if fused is not None and isinstance(decide, Program):
         raise TetherError("a beam program cannot run with fusion (fusion=, types=, "
                           "imports=, soft=, phase=)")
@@ -228,10 +227,9 @@ def generate(
         run: _ModelRun | _BeamRun = _BeamRun(lm, matcher, decide, prompt_ids, on_text)
     else:
         single_line = isinstance(decide, Deterministic) and decide.decoder.single_line
-        session = Session(lm.vocab, fused if fused is not None else matcher, decide,
-                          max_tokens=max_tokens, room=room,
-                          tokenize=lambda data: lm.tokenize(data, special=False),
-                          single_line=single_line, on_text=on_text)
+        session = build_session(lm.vocab, lm, matcher, decide, max_tokens=max_tokens,
+                                room=room, fused=fused, single_line=single_line,
+                                on_text=on_text)
         run = _ModelRun(lm, session)
     lm.reset()
     lm.eval(prompt_ids)
@@ -250,55 +248,6 @@ def generate(
 
 def _is_model(model: object) -> bool:
     return model is not None and not isinstance(model, str | os.PathLike)
-
-
-def _matcher(constraint: Constraint | Compiled | str | None, vocab: Vocabulary,
-             extra_properties: str = "spec") -> Matcher | None:
-    if constraint is None:
-        return None
-    compiled = (constraint if isinstance(constraint, Compiled)
-                else compile_for_generation(constraint, vocab, extra_properties))
-    if compiled.vocab.fingerprint != vocab.fingerprint:
-        raise TetherError("the constraint was compiled for another vocabulary than the model's")
-    matcher = compiled.matcher()
-    matcher.mask()  # time to first mask counts as compilation, not decoding
-    return matcher
-
-
-def _fused(lm: Model, matcher: Matcher | None, config: FusionConfig | None, types: Any,
-           imports: Any, soft: Mapping[Domain, Scorer] | None,
-           phase: str) -> FusedConstraint | None:
-    """The run's fused domains, or ``None`` when no fusion argument is given."""
-    if phase not in PHASE_MODES:
-        raise TetherError(f"phase must be one of {PHASE_MODES}, not {phase!r}")
-    if config is None and types is None and imports is None and soft is None \
-            and phase == "off":
-        return None
-    vocab = lm.vocab
-    hard = {d: _hard_domain(spec, vocab) for d, spec in
-            ((Domain.TYPES, types), (Domain.IMPORTS, imports)) if spec is not None}
-    soft = dict(soft or {})
-    if config is None:
-        config = FusionConfig(intensity=_smallest_intensity(set(hard) | set(soft)))
-    free = free_mask(vocab)
-    syntax = matcher if matcher is not None else FreeText(free)
-    return FusedConstraint(config, vocab, lm, syntax, hard, soft, free,
-                           phased=phase == "auto")
-
-
-def _hard_domain(spec: Any, vocab: Vocabulary) -> HardDomain:
-    """A hard-domain plug-in as given, or the matcher of a constraint."""
-    if isinstance(spec, HardDomain):
-        return spec
-    return _matcher(spec, vocab)
-
-
-def _smallest_intensity(domains: set[Domain]) -> IntensityLevel:
-    for level in (IntensityLevel.SYNTAX_ONLY, IntensityLevel.STANDARD,
-                  IntensityLevel.FULL_HARD, IntensityLevel.FULL):
-        if domains <= level.domains:
-            return level
-    return IntensityLevel.FULL
 
 
 class _ModelRun:

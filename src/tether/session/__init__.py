@@ -1,8 +1,16 @@
 """One sequence's model-independent state (SPEC §1, §9): the constraint or fused domains
 with their phases, the decider, the budget, jump-forward and per-step diagnostics.
 Runtimes (:mod:`tether.runtime`, :mod:`tether.integrations`) are adapters over
-:class:`Session`; :mod:`tether.session.policy` is the JSON Schema generation policy."""
+:class:`Session`, built by :func:`build_session` (:mod:`tether.session.build` assembles
+matcher and fused domains); :mod:`tether.session.policy` is the JSON Schema generation
+policy."""
 
+from tether.session.build import (
+    PHASE_MODES,
+    build_session,
+    constraint_matcher,
+    fused_domains,
+)
 from tether.session.deciders import DEFAULT_SAMPLING, Deterministic, Sampler, decider
 from tether.session.diagnostics import RunSummary, StepInfo
 from tether.session.fused import FreeText, FusedConstraint
@@ -16,6 +24,7 @@ from tether.session.session import STOP_REASONS, Session, free_mask
 __all__ = [
     "DEFAULT_SAMPLING",
     "EXTRA_PROPERTIES",
+    "PHASE_MODES",
     "STOP_REASONS",
     "Deterministic",
     "FreeText",
@@ -25,7 +34,10 @@ __all__ = [
     "Session",
     "StepInfo",
     "decider",
+    "build_session",
     "compile_for_generation",
+    "constraint_matcher",
     "free_mask",
+    "fused_domains",
     "generation_constraint",
 ]
