@@ -13,29 +13,10 @@ from tether.engine import bitmask
 
 def greedy_tokens(vocab: tether.Vocabulary, text: bytes) -> list[int]:
     """Longest-match tokenization over the vocabulary's non-special tokens."""
-    index = _index(vocab)
-    longest = max(len(t) for t in index)
-    out, i = [], 0
-    while i < len(text):
-        for n in range(min(longest, len(text) - i), 0, -1):
-            tid = index.get(text[i:i + n])
-            if tid is not None:
-                out.append(tid)
-                i += n
-                break
-        else:
-            raise ValueError(f"no token spells {text[i:i + 1]!r}")
-    return out
-
-
-_INDEXES: dict[str, dict[bytes, int]] = {}
-
-
-def _index(vocab: tether.Vocabulary) -> dict[bytes, int]:
-    if vocab.fingerprint not in _INDEXES:
-        _INDEXES[vocab.fingerprint] = {
-            t: i for i, t in enumerate(vocab.tokens) if t and not vocab.is_special(i)}
-    return _INDEXES[vocab.fingerprint]
+    tokens = vocab.segment(text)
+    if tokens is None:
+        raise ValueError(f"no token sequence spells {text!r}")
+    return tokens
 
 
 def compare_walk(vocab: tether.Vocabulary, pattern: str, example: str,
@@ -47,8 +28,7 @@ def compare_walk(vocab: tether.Vocabulary, pattern: str, example: str,
     special = [vocab.is_special(i) for i in range(vocab.size)]
     data = example.encode()
     if byte_tokens:
-        index = _index(vocab)
-        tokens = [index[bytes([b])] for b in data]
+        tokens = [t for b in data for t in greedy_tokens(vocab, bytes([b]))]
     else:
         tokens = greedy_tokens(vocab, data)
     matcher = compiled.matcher()
