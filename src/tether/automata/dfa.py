@@ -25,6 +25,7 @@ from collections.abc import Callable, Hashable, Iterable
 import numpy as np
 
 from tether.automata.nfa import Nfa
+from tether.automata.shortest import INF, Spelling, distances_to_end, witness
 from tether.errors import LimitExceeded
 from tether.gc_pause import paused_gc
 
@@ -136,6 +137,16 @@ class LazyAutomaton(ABC):
         """Record the flags of a state just interned (whether it accepts)."""
         self.accepting[sid] = self._accepts(key)
 
+    def spelled_bytes(self, spelling: Spelling) -> frozenset[int]:
+        """Every byte a shortest completion spelled by ``spelling`` may hold (one per
+        byte move's range)."""
+        ranges = {(lo, hi) for edges in self._byte_moves() for lo, hi, _ in edges}
+        return frozenset(spelling.of_range(lo, hi) for lo, hi in ranges)
+
+    @abstractmethod
+    def _byte_moves(self) -> Iterable[Iterable[tuple[int, int, int]]]:
+        """The byte moves (class ranges) of every NFA state behind the automaton."""
+
     @abstractmethod
     def completion_bytes(self, state: int) -> int:
         """The length of the shortest string that takes ``state`` to acceptance
@@ -174,11 +185,22 @@ class LazyDFA(LazyAutomaton):
                 self._eps, nfa_state, lambda s: bool(self._class_edges[s]) or s == self._accept)))
         return memo
 
+    def _byte_moves(self) -> Iterable[Iterable[tuple[int, int, int]]]:
+        return self._class_edges
+
+    def completion_witness(self, state: int, spelling: Spelling) -> bytes:
+        """A shortest string that takes ``state`` to acceptance."""
+        self.completion_bytes(state)  # the distances
+        dist = self._nfa_distances
+        best = min(self._keys[state], key=dist.__getitem__)  # type: ignore[attr-defined]
+        no_calls: tuple = ()
+        return witness(best, dist.__getitem__,
+                       lambda s: (self._eps[s], self._class_edges[s], no_calls),
+                       lambda rule, s: 0, lambda rule, s: 0, spelling)
+
     def completion_bytes(self, state: int) -> int:
         hit = self._completion.get(state)
         if hit is None:
-            from tether.automata.shortest import INF, distances_to_end
-
             if self._nfa_distances is None:
                 self._nfa_distances = distances_to_end(self._class_edges, self._eps,
                                                        [self._accept])

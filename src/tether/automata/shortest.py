@@ -10,9 +10,9 @@ call's cost is itself such a distance. A state of the automaton is a set of NFA 
 (the DFA) or a set of parser stacks (the pushdown automaton, where each stack adds up
 its frames' distances); its distance is the least of its members'.
 
-The walk back from a state to the shortest string (:func:`shortest_witness`) uses the
-automaton's own rows: from a state at distance ``d`` some byte leads to a state at
-distance ``d - 1``.
+A shortest string itself (:func:`witness`) is read back along the same NFA: from a state
+at distance ``d``, an epsilon move to a state at ``d``, a byte move to one at ``d - 1``, or
+a call whose cost and continuation add up to ``d``.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
-
-from tether.automata.dfa import DEAD, LazyAutomaton
 
 INF = 1 << 60
 MAX_PASSES = 10_000  # the fixed point converges in a few passes (one per rule nesting)
@@ -67,27 +65,63 @@ def distances_to_end(edges: Sequence[Sequence[tuple[int, int, int]]],
     return dist
 
 
-def shortest_witness(automaton: LazyAutomaton, state: int,
-                     distance: Callable[[int], int], limit: int) -> bytes | None:
-    """A shortest string from ``state`` to acceptance, following ``distance`` down the
-    automaton's rows (``None`` if no accepting state is found within ``limit`` bytes)."""
-    # Each class spelled by one of its bytes, printable ASCII first (tokens exist for it).
-    order = np.array([*range(32, 127), *range(32), *range(127, 256)])
-    rank = np.empty(automaton.n_classes, dtype=np.int64)
-    spelled = np.empty(automaton.n_classes, dtype=np.int64)
-    rank[automaton.class_of_byte[order[::-1]]] = np.arange(255, -1, -1)
-    spelled[automaton.class_of_byte[order[::-1]]] = order[::-1]
+class Spelling:
+    """A byte for each byte class: one of ``usable`` if the class has one (the bytes a
+    vocabulary has a token for), printable ASCII first, then blanks, then the bytes of
+    non-ASCII UTF-8, the rest last."""
+
+    ORDER = (*range(32, 127), 9, 10, 13, *range(0x80, 0xF5), *range(32), 127,
+             *range(0xF5, 0x100))
+
+    def __init__(self, class_of_byte: np.ndarray, n_classes: int,
+                 usable: frozenset[int] = frozenset(range(256))) -> None:
+        self.byte = np.full(n_classes, -1, dtype=np.int64)
+        self.rank = np.full(n_classes, 1 << 30, dtype=np.int64)
+        order = [b for b in self.ORDER if b in usable] + [b for b in self.ORDER
+                                                         if b not in usable]
+        for r, b in enumerate(dict.fromkeys(order)):
+            c = class_of_byte[b]
+            if self.byte[c] < 0:
+                self.byte[c], self.rank[c] = b, r
+        self._ranges: dict[tuple[int, int], int] = {}
+
+    def of_range(self, lo: int, hi: int) -> int:
+        """The best byte of the classes ``lo..hi``."""
+        hit = self._ranges.get((lo, hi))
+        if hit is None:
+            hit = self._ranges[lo, hi] = int(
+                self.byte[lo + int(np.argmin(self.rank[lo:hi + 1]))])
+        return hit
+
+
+Moves = Callable[[int], tuple[Sequence[int], Sequence[tuple[int, int, int]],
+                              Sequence[tuple[int, int]]]]  # eps, byte edges, calls
+
+
+def witness(state: int, distance: Callable[[int], int], moves: Moves,
+            call_cost: Callable[[int, int], int], rule_start: Callable[[int, int], int],
+            spelling: Spelling) -> bytes:
+    """A shortest string from NFA ``state`` to the end of its rule, following
+    ``distance`` (a call of rule ``k`` from state ``s`` costs ``call_cost(k, s)`` and
+    reads a shortest string of ``k`` from ``rule_start(k, s)``). Iterative: rules nest
+    deeply."""
     out = bytearray()
-    while not automaton.accepting[state]:
-        if len(out) >= limit:
-            return None
-        automaton.ensure_rows([state])
-        row = automaton.table[state]
-        targets = np.unique(row[row != DEAD]).tolist()
-        if not targets:
-            return None
-        best = min(targets, key=distance)
-        classes = np.flatnonzero(row == best)
-        out.append(int(spelled[classes[np.argmin(rank[classes])]]))
-        state = best
+    todo = [state]
+    while todo:
+        s = todo.pop()
+        d = distance(s)
+        while d > 0:
+            eps, edges, calls = moves(s)
+            nxt = next((t for t in eps if distance(t) == d), None)
+            if nxt is None:
+                edge = next(((lo, hi, t) for lo, hi, t in edges if distance(t) + 1 == d), None)
+                if edge is not None:
+                    out.append(spelling.of_range(edge[0], edge[1]))
+                    nxt = edge[2]
+                else:
+                    rule, nxt = next((k, t) for k, t in calls
+                                     if call_cost(k, s) + distance(t) == d)
+                    todo.append(nxt)  # after the callee's string
+                    nxt = rule_start(rule, s)
+            s, d = nxt, distance(nxt)
     return bytes(out)

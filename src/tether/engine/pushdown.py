@@ -63,6 +63,7 @@ from functools import reduce
 import numpy as np
 from numba import njit
 
+from tether.automata.shortest import INF
 from tether.engine import bitmask
 from tether.engine.regular import PRECOMPUTE_STATES, SATURATION, RegularCompiled
 from tether.grammar.pda import BOTTOM, MAX_STACK_NODES, FrameParts, PushdownAutomaton
@@ -101,6 +102,8 @@ class PushdownCompiled(RegularCompiled):
         self._node_sets = _NodeSets()  # the large node sets _subframes holds, once each
         self._rows: dict[int, np.ndarray] = {}  # per item set of moves: its class row
         self._composing: set[Hashable] = set()  # frames, (item set, nodes) being composed
+        self._frame_completions: dict[int, tuple[int, ...] | None] = {}  # _frame_path
+        self._stack_completions: dict[int, int] = {}  # per stack node: _stack_tokens
 
     def precompute(self, deadline: float, max_states: int = PRECOMPUTE_STATES) -> int:
         """Compute the start state's mask (what the user waits for); later masks are
@@ -113,6 +116,45 @@ class PushdownCompiled(RegularCompiled):
     @property
     def saturated(self) -> bool:
         return super().saturated or self.pda.n_stack_nodes > SATURATION * MAX_STACK_NODES
+
+    # -- budgets: a configuration's completion, frame by frame --------------------------
+    def _completion_path(self, state: int) -> list[int] | None:
+        """Tokens that take ``state`` to acceptance: along the stack whose frames' shortest
+        rests (each to its rule's end, segmented; cached per item set) add up to the
+        fewest tokens, those rests one after another."""
+        if self.pda.accepting[state]:
+            return []
+        best = min(self.pda.kernel(state), default=None,
+                   key=lambda frame: self._frame_tokens(frame[0]) + self._stack_tokens(frame[1]))
+        if best is None or self._frame_tokens(best[0]) + self._stack_tokens(best[1]) >= INF:
+            return None
+        item, node = best
+        path = list(self._frame_path(item))
+        while node >= 0:
+            item, node = self.pda.frame_of(node)
+            path += self._frame_path(item)
+        return path
+
+    def _stack_tokens(self, node: int) -> int:
+        chain = []
+        while node >= 0 and node not in self._stack_completions:
+            chain.append(node)
+            node = self.pda.frame_of(node)[1]
+        total = self._stack_completions[node] if node >= 0 else 0
+        for n in reversed(chain):
+            total += self._frame_tokens(self.pda.frame_of(n)[0])
+            self._stack_completions[n] = total
+        return total
+
+    def _frame_tokens(self, item: int) -> int:
+        path = self._frame_path(item)
+        return INF if path is None else len(path)
+
+    def _frame_path(self, item: int) -> tuple[int, ...] | None:
+        if item not in self._frame_completions:
+            ids = self.vocab.segment(self.pda.item_witness(item, self._spelling))
+            self._frame_completions[item] = None if ids is None else tuple(ids)
+        return self._frame_completions[item]
 
     def _context(self, state: int) -> tuple[str, ...]:
         where = self.pda.grammar.where

@@ -12,13 +12,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 from numba import njit
 
 from tether.automata.dfa import DEAD, LazyDFA
-from tether.automata.shortest import INF, shortest_witness
+from tether.automata.shortest import INF, Spelling
 from tether.engine import bitmask
 from tether.engine.compiled import CheckResult, Compiled
 from tether.engine.matcher import REJECT, Forced, StateStackMatcher
@@ -169,38 +170,55 @@ class RegularCompiled(Compiled):
 
     # -- budgets (docs/generation.md, "Budget") ------------------------------------------
     def completion_tokens(self, state: int) -> int:
-        """A number of tokens that surely completes ``state``: the tokens of a shortest
-        completion segmented longest-token-first (masks allow any tokenization of a valid
-        string)."""
+        """A number of tokens that surely completes ``state``: the length of a token path
+        to acceptance — a shortest completion segmented longest-token-first (masks allow
+        any tokenization of a valid string). The states along that path are given the
+        rest of its length (if less than theirs), so each step along it is judged to fit
+        one token less: the budget's answers agree with one another."""
         hit = self._completion_tokens.get(state)
         if hit is None:
             with self._lock:
-                hit = self._completion_tokens[state] = self._count_completion(state)
+                path = self._completion_path(state) if state != DEAD else None
+                hit = self._completion_tokens[state] = INF if path is None else len(path)
+                at = state
+                for i, token in enumerate(path or ()):
+                    at = self.dfa.walk(at, self.vocab.token_bytes(token))
+                    if at == DEAD:  # a path through a guard of a rule matched longest
+                        break
+                    rest = len(path) - 1 - i
+                    if self._completion_tokens.get(at, INF) > rest:
+                        self._completion_tokens[at] = rest
         return hit
 
-    def _count_completion(self, state: int) -> int:
-        if state == DEAD:
-            return INF
-        if self.dfa.accepting[state]:
-            return 0
-        nbytes = self.dfa.completion_bytes(state)
-        witness = shortest_witness(self.dfa, state, self.dfa.completion_bytes,
-                                   limit=2 * nbytes + 64)
-        if witness is None:
-            return INF
-        ids = self.vocab.segment(witness)
-        return INF if ids is None else len(ids)
+    @cached_property
+    def _spelling(self) -> Spelling:
+        """How shortest completions spell byte classes: with bytes that are tokens."""
+        singles = frozenset(b for b in range(256) if self.vocab.segment(bytes([b])))
+        return Spelling(self.dfa.class_of_byte, self.dfa.n_classes, singles)
+
+    @cached_property
+    def _bytes_are_tokens(self) -> bool:
+        """Whether every byte a shortest completion may spell is a token by itself."""
+        return all(self.vocab.segment(bytes([b]))
+                   for b in self.dfa.spelled_bytes(self._spelling))
+
+    def _completion_path(self, state: int) -> list[int] | None:
+        """Tokens that take ``state`` to acceptance (``None``: none found)."""
+        return self.vocab.segment(self.dfa.completion_witness(state, self._spelling))
 
     def completes_within(self, state: int, k: int, search: BudgetSearch | None = None
                          ) -> bool:
         """Whether some sequence of at most ``k`` tokens takes ``state`` to acceptance.
 
-        Yes when the segmented shortest completion fits. No when it needs more than
+        Yes when a shortest completion fits spelled a byte a token (when the byte the
+        witness spells each class with is a token) or segmented. No when it needs more than
         ``BUDGET_SEARCH_SLACK`` tokens beyond ``k``, or even tokens of the longest length
         could not spell its bytes. In between, an exact search over the states the
         allowed tokens lead to, ``search.states`` of them expanded at most (past that the
         answer is "no": the budget never lets a run into a dead end). Answers the search
         found without running out are kept for every later question."""
+        if self._bytes_are_tokens and self.dfa.completion_bytes(state) <= k:
+            return True  # spelled a byte a token
         needed = self.completion_tokens(state)
         if needed <= k:
             return True

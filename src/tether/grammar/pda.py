@@ -55,7 +55,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from bisect import bisect_right
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -65,7 +65,7 @@ from tether.automata.dfa import DEAD, LazyAutomaton, epsilon_closure, segments
 from tether.automata.dfa import byte_classes as partition_bytes
 from tether.automata.nfa import _Builder, trim_moves
 from tether.automata.regex_ast import Alternate, Automaton, Concat, Repeat
-from tether.automata.shortest import INF, distances_to_end
+from tether.automata.shortest import INF, Spelling, distances_to_end, witness
 from tether.errors import CompileError, LimitExceeded
 from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref
 
@@ -568,6 +568,35 @@ class PushdownAutomaton(LazyAutomaton):
                 best = min(best, cost + self._nfa_distance(t))
             hit = self._late_distances[s] = best
         return hit
+
+    def _byte_moves(self) -> Iterable[Iterable[tuple[int, int, int]]]:
+        return self._edges  # group rules add calls only
+
+    def item_witness(self, item: int, spelling: Spelling) -> bytes:
+        """A shortest string that takes a frame of ``item`` to its rule's end."""
+        states = self._items[item]
+        if not states:
+            return b""
+        best = min(states, key=self._nfa_distance)
+        return witness(best, self._nfa_distance, self._nfa_moves,
+                       lambda rule, s: self._call_cost(self._called(rule, s),
+                                                       self._nfa_distances),
+                       lambda rule, s: self._rule_start[self._start_rule(self._called(rule, s))],
+                       spelling)
+
+    def _nfa_moves(self, s: int) -> tuple:
+        return self._eps[s], self._edges[s], self._calls.get(s, ())
+
+    def _called(self, rule: int, s: int) -> int:
+        """The rule a call of NFA state ``s`` stands for (a group state not numbered yet
+        for a PENDING one)."""
+        return self._group_rule(*self._group_next[s]) if rule == PENDING else rule
+
+    def _start_rule(self, rule: int) -> int:
+        """``rule``, built if it is a group state's not built yet."""
+        if self._rule_start[rule] < 0:
+            self._start_item(rule)
+        return rule
 
     def _call_cost(self, rule: int, dist: list[int]) -> int:
         if rule < self._n_static:
