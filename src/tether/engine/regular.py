@@ -31,6 +31,7 @@ MAX_CACHED_MASKS = 4096
 # completes within a few tokens when its segmented shortest completion does not fit.
 BUDGET_SEARCH_STATES = 64
 BUDGET_SEARCH_SLACK = 4  # tokens beyond k a shortest completion may need to be searched
+BUDGET_SEARCH_TOKENS = 8  # searched only for the last tokens of a budget
 MAX_CACHED_BUDGET_ANSWERS = 100_000
 MAX_FORCED_TOKENS = 64
 PRECOMPUTE_STATES = 512
@@ -211,18 +212,19 @@ class RegularCompiled(Compiled):
         """Whether some sequence of at most ``k`` tokens takes ``state`` to acceptance.
 
         Yes when a shortest completion fits spelled a byte a token (when the byte the
-        witness spells each class with is a token) or segmented. No when it needs more than
-        ``BUDGET_SEARCH_SLACK`` tokens beyond ``k``, or even tokens of the longest length
-        could not spell its bytes. In between, an exact search over the states the
-        allowed tokens lead to, ``search.states`` of them expanded at most (past that the
-        answer is "no": the budget never lets a run into a dead end). Answers the search
-        found without running out are kept for every later question."""
+        witness spells each class with is a token) or as its token path
+        (:meth:`completion_tokens`). Otherwise, for the last ``BUDGET_SEARCH_TOKENS`` of
+        a budget, when the path is at most ``BUDGET_SEARCH_SLACK`` tokens too long and
+        tokens of the longest length could spell its bytes, an exact search over the
+        states the allowed tokens lead to, ``search.states`` of them expanded at most;
+        else (or past that) "no": the budget never lets a run into a dead end. Answers
+        the search found without running out are kept for every later question."""
         if self._bytes_are_tokens and self.dfa.completion_bytes(state) <= k:
             return True  # spelled a byte a token
         needed = self.completion_tokens(state)
         if needed <= k:
             return True
-        if k <= 0 or needed - k > BUDGET_SEARCH_SLACK or \
+        if not 0 < k <= BUDGET_SEARCH_TOKENS or needed - k > BUDGET_SEARCH_SLACK or \
                 self.dfa.completion_bytes(state) > k * self.vocab.max_token_bytes:
             return False
         key = (state, k)
