@@ -54,6 +54,8 @@ class RegularCompiled(Compiled):
         self._forced: dict[int, Forced] = {}
         self._finished: dict[int, bool] = {}
         self._completion_tokens: dict[int, int] = {}
+        # States whose token path's next state is not credited yet: the path
+        self._completion_rests: dict[int, tuple[int, ...]] = {}
         self._within: dict[tuple[int, int], bool] = {}  # see completes_within
         self._lock = threading.RLock()
         self.compile_seconds = compile_seconds
@@ -173,22 +175,26 @@ class RegularCompiled(Compiled):
     def completion_tokens(self, state: int) -> int:
         """A number of tokens that surely completes ``state``: the length of a token path
         to acceptance — a shortest completion segmented longest-token-first (masks allow
-        any tokenization of a valid string). The states along that path are given the
-        rest of its length (if less than theirs), so each step along it is judged to fit
-        one token less: the budget's answers agree with one another."""
+        any tokenization of a valid string). The next state along that path is credited
+        with the rest of it (if less than its own), lazily, one step per lookup, so the
+        budget's answers agree with one another: a state judged to fit in ``k`` tokens
+        has a next token judged to fit in ``k - 1``."""
         hit = self._completion_tokens.get(state)
-        if hit is None:
-            with self._lock:
+        if hit is not None and state not in self._completion_rests:
+            return hit
+        with self._lock:
+            if hit is None:
                 path = self._completion_path(state) if state != DEAD else None
                 hit = self._completion_tokens[state] = INF if path is None else len(path)
-                at = state
-                for i, token in enumerate(path or ()):
-                    at = self.dfa.walk(at, self.vocab.token_bytes(token))
-                    if at == DEAD:  # a path through a guard of a rule matched longest
-                        break
-                    rest = len(path) - 1 - i
-                    if self._completion_tokens.get(at, INF) > rest:
-                        self._completion_tokens[at] = rest
+                if path:
+                    self._completion_rests[state] = tuple(path)
+            rest = self._completion_rests.pop(state, None)
+            if rest:
+                nxt = self.dfa.walk(state, self.vocab.token_bytes(rest[0]))
+                if nxt != DEAD and self._completion_tokens.get(nxt, INF) > len(rest) - 1:
+                    self._completion_tokens[nxt] = len(rest) - 1
+                    if len(rest) > 1:
+                        self._completion_rests[nxt] = rest[1:]
         return hit
 
     @cached_property
