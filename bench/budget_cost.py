@@ -2,9 +2,10 @@
 
 For a seeded sample of MaskBench schemas (SmolLM2 tokenizer) each valid instance is
 walked token by token twice, each time on a fresh compile (cold caches alike): plainly
-(``Matcher.mask()``, the MaskBench TBM) and through a :class:`~tether.session.Session`
-with a budget: ``Session.mask()`` plus the check a decision makes on the token taken
-(``completes_within`` of the tokens left after it). The budget is ``--budget`` (256,
+(``Matcher.mask()`` and ``consume``: the engine's work per token) and through a
+:class:`~tether.session.Session` with a budget (``Session.mask()``, the check a decision
+makes on the token it takes — ``completes_within`` of the tokens left after it — and
+``Session.advance``). The budget is ``--budget`` (256,
 generate's default) or the instance's own length if longer; ``--budget 0`` makes it the
 instance's length (``--slack`` more) so that the budget bites over the last tokens of
 every instance (the worst case).
@@ -32,29 +33,29 @@ from tether.session import Session
 
 def walk(compiled: tether.Compiled, tokens: list[int], budget: int | None,
          times: list[float]) -> int:
-    """Walk ``tokens``; append each mask's time; return the tokens the masks refused."""
+    """Walk ``tokens``; append each step's time; return the tokens the masks refused."""
     vocab = compiled.vocab
     matcher = compiled.matcher()
     session = None if budget is None else Session(vocab, matcher, max_tokens=budget)
     refused = 0
     for token in tokens:
         started = time.perf_counter()
-        if session is None:
-            words = matcher.mask()
-        else:
-            words = session.mask()
-            matcher.consume(token)
-            session.matcher.completes_within(session.tokens_left - 1)
-            matcher.rollback(1)
+        words = matcher.mask() if session is None else session.mask()
+        fits = bitmask.is_allowed(words, token)
+        legal = fits or (session is not None and bitmask.is_allowed(matcher.mask(), token))
+        if legal:
+            if session is None:
+                matcher.consume(token)
+            else:  # the check a decision makes on the token it takes
+                matcher.consume(token)
+                session.matcher.completes_within(session.tokens_left - 1)
+                matcher.rollback(1)
+                session.advance(token)
         times.append(time.perf_counter() - started)
-        if not bitmask.is_allowed(words, token):
+        if not fits:
             refused += 1
-            if session is None or not bitmask.is_allowed(matcher.mask(), token):
+            if not legal:
                 break  # the instance itself is rejected: nothing to compare after it
-        if session is None:
-            matcher.consume(token)
-        else:
-            session.advance(token)
     return refused
 
 
