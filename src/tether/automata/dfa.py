@@ -171,7 +171,7 @@ class LazyDFA(LazyAutomaton):
         self._class_edges = [[(int(cls[lo]), int(cls[hi]), t) for lo, hi, t in edges]
                              for edges in nfa.edges]
         self._closure_memo: dict[int, tuple[int, ...]] = {}
-        self._nfa_distances: list[int] | None = None  # per NFA state, computed on first use
+        self._nfa_distances: np.ndarray | None = None  # per NFA state, computed on first use
         self._completion: dict[int, int] = {}
         self.start = self._intern(self._closure(nfa.start))
 
@@ -205,8 +205,8 @@ class LazyDFA(LazyAutomaton):
                 self._nfa_distances = distances_to_end(self._class_edges, self._eps,
                                                        [self._accept])
             dist = self._nfa_distances
-            hit = self._completion[state] = min((dist[s] for s in self._keys[state]),  # type: ignore[attr-defined]
-                                                default=INF)
+            hit = self._completion[state] = int(min(
+                (dist[s] for s in self._keys[state]), default=INF))  # type: ignore[attr-defined]
         return hit
 
     def _compute_row(self, state: int) -> None:

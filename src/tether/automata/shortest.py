@@ -20,49 +20,78 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
+from numba import njit
 
 INF = 1 << 60
 MAX_PASSES = 10_000  # the fixed point converges in a few passes (one per rule nesting)
 
-CallCost = Callable[[int, list[int]], int]  # (rule, current distances) -> its shortest string
+Priced = Callable[[int, np.ndarray], int]  # (rule, current distances) -> its shortest string
 
 
 def distances_to_end(edges: Sequence[Sequence[tuple[int, int, int]]],
                      eps: Sequence[Sequence[int]], ends: Sequence[int], *,
                      calls: Mapping[int, Sequence[tuple[int, int]]] | None = None,
-                     call_cost: CallCost | None = None, n: int | None = None) -> list[int]:
+                     rule_start: Callable[[int], int] | None = None,
+                     priced: Priced | None = None, n: int | None = None) -> np.ndarray:
     """Per NFA state ``0..n-1``: the bytes on the shortest path to an end state (``INF`` if
-    none). ``calls[s]`` lists ``(rule, target)`` call moves, priced by ``call_cost``.
+    none). ``calls[s]`` lists ``(rule, target)`` call moves; a call costs the distance of
+    ``rule_start(rule)``, or, where that is -1 (a rule built later), ``priced(rule,
+    distances)``, which may depend on other distances.
 
-    States are relaxed in decreasing order, pass after pass, until nothing changes:
-    Thompson fragments and rule blocks mostly point forward, so a pass or two per level
-    of nesting suffices."""
+    States are relaxed in decreasing order, pass after pass, until nothing changes
+    (compiled with numba): Thompson fragments and rule blocks mostly point forward, so a
+    pass or two per level of nesting suffices. Priced calls are priced again after each
+    fixed point until their prices settle."""
     n = len(edges) if n is None else n
-    dist = [INF] * n
-    for s in ends:
-        if s < n:
-            dist[s] = 0
     calls = calls or {}
+    eps_ptr, eps_to = _csr([eps[s] for s in range(n)])
+    edge_ptr, edge_to = _csr([[t for _, _, t in edges[s]] for s in range(n)])
+    moves = [calls.get(s, ()) for s in range(n)]
+    call_ptr, call_to = _csr([[t for _, t in m] for m in moves])
+    rules = [rule for m in moves for rule, _ in m]
+    starts = np.array([rule_start(r) if rule_start else -1 for r in rules], dtype=np.int64)
+    cost = np.zeros(len(rules), dtype=np.int64)
+    dist = np.full(n, INF, dtype=np.int64)
+    dist[[s for s in ends if s < n]] = 0
+    unpriced = np.flatnonzero(starts < 0).tolist()
+    for _ in range(MAX_PASSES):
+        for j in unpriced:
+            cost[j] = min(INF, priced(rules[j], dist)) if priced else INF
+        before = cost.copy()
+        _relax(dist, eps_ptr, eps_to, edge_ptr, edge_to, call_ptr, call_to, starts, cost)
+        for j in unpriced:
+            cost[j] = min(INF, priced(rules[j], dist)) if priced else INF
+        if np.array_equal(cost, before):
+            break
+    return dist
+
+
+def _csr(lists: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    ptr = np.zeros(len(lists) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum([len(x) for x in lists])
+    flat = np.fromiter((t for x in lists for t in x), dtype=np.int64, count=int(ptr[-1]))
+    return ptr, flat
+
+
+@njit(cache=True, nogil=True)
+def _relax(dist, eps_ptr, eps_to, edge_ptr, edge_to, call_ptr, call_to, starts, cost
+           ):  # pragma: no cover - compiled
     for _ in range(MAX_PASSES):
         changed = False
-        for s in range(n - 1, -1, -1):
+        for s in range(dist.size - 1, -1, -1):
             best = dist[s]
-            for t in eps[s]:
-                if dist[t] < best:
-                    best = dist[t]
-            for _lo, _hi, t in edges[s]:
-                if dist[t] + 1 < best:
-                    best = dist[t] + 1
-            for rule, t in calls.get(s, ()):
-                cost = call_cost(rule, dist) + dist[t]  # type: ignore[misc]
-                if cost < best:
-                    best = cost
+            for j in range(eps_ptr[s], eps_ptr[s + 1]):
+                best = min(best, dist[eps_to[j]])
+            for j in range(edge_ptr[s], edge_ptr[s + 1]):
+                best = min(best, dist[edge_to[j]] + 1)
+            for j in range(call_ptr[s], call_ptr[s + 1]):
+                price = dist[starts[j]] if starts[j] >= 0 else cost[j]
+                best = min(best, price + dist[call_to[j]])
             if best < dist[s]:
                 dist[s] = best
                 changed = True
         if not changed:
-            break
-    return dist
+            return
 
 
 class Spelling:

@@ -151,7 +151,7 @@ class PushdownAutomaton(LazyAutomaton):
         self.pops = np.zeros(self.accepting.size, dtype=bool)
         # Shortest completions (see completion_bytes), computed on first use.
         self._static_nfa = len(self._edges)  # NFA states of the grammar's own rules
-        self._nfa_distances: list[int] | None = None
+        self._nfa_distances: np.ndarray | None = None
         self._late_distances: dict[int, int] = {}  # NFA states of group rules built later
         self._node_distances: dict[int, int] = {}
         self._completion: dict[int, int] = {}
@@ -554,9 +554,10 @@ class PushdownAutomaton(LazyAutomaton):
         if self._nfa_distances is None:
             self._nfa_distances = distances_to_end(
                 self._edges, self._eps, list(self._accept_states), calls=self._calls,
-                call_cost=self._call_cost, n=self._static_nfa)
+                rule_start=lambda rule: self._rule_start[rule] if rule < self._n_static else -1,
+                priced=self._call_cost, n=self._static_nfa)
         if s < self._static_nfa:
-            return self._nfa_distances[s]
+            return int(self._nfa_distances[s])
         hit = self._late_distances.get(s)
         if hit is None:  # a state of a group rule's block: calls and epsilon moves, acyclic
             best = 0 if s in self._accept_states else INF
@@ -598,20 +599,20 @@ class PushdownAutomaton(LazyAutomaton):
             self._start_item(rule)
         return rule
 
-    def _call_cost(self, rule: int, dist: list[int]) -> int:
+    def _call_cost(self, rule: int, dist: np.ndarray) -> int:
         if rule < self._n_static:
-            return dist[self._rule_start[rule]]
+            return int(dist[self._rule_start[rule]])
         return self._group_length(self._group_states[rule - self._n_static], dist)
 
-    def _group_length(self, key: tuple[int, int, int], dist: list[int]) -> int:
+    def _group_length(self, key: tuple[int, int, int], dist: np.ndarray) -> int:
         """The shortest rest of an AnyOrder group from state ``key`` (members written,
         count): its required members left, as many of the cheapest others (or the extra
         member) as ``min_count`` still needs, and a comma before each but a first one."""
         gid, written, count = key
         g = self._groups[gid]
 
-        def length(rule: int) -> int:
-            return dist[self._rule_start[rule]]
+        def length(rule: int) -> int:  # a Python int: sums of INF must not overflow
+            return int(dist[self._rule_start[rule]])
 
         left = [k for k in range(len(g.members)) if not written >> k & 1]
         must = [k for k in left if g.required >> k & 1]
