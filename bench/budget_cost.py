@@ -4,7 +4,7 @@ For a seeded sample of MaskBench schemas (SmolLM2 tokenizer) each valid instance
 walked token by token twice, each time on a fresh compile (cold caches alike): plainly
 (``Matcher.mask()`` and ``consume``: the engine's work per token) and through a
 :class:`~tether.session.Session` with a budget (``Session.mask()``, the check a decision
-makes on the token it takes — ``completes_within`` of the tokens left after it — and
+makes on the token it takes — ``completes_after`` it in the tokens left — and
 ``Session.advance``). The budget is ``--budget`` (256,
 generate's default) or the instance's own length if longer; ``--budget 0`` makes it the
 instance's length (``--slack`` more) so that the budget bites over the last tokens of
@@ -47,9 +47,7 @@ def walk(compiled: tether.Compiled, tokens: list[int], budget: int | None,
             if session is None:
                 matcher.consume(token)
             else:  # the check a decision makes on the token it takes
-                matcher.consume(token)
-                session.matcher.completes_within(session.tokens_left - 1)
-                matcher.rollback(1)
+                matcher.completes_after(token, session.tokens_left - 1)
                 session.advance(token)
         times.append(time.perf_counter() - started)
         if not fits:

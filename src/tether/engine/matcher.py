@@ -136,17 +136,23 @@ class Matcher(ABC):
         """A number of tokens that surely completes the text from here (0 if unknown)."""
         return 0
 
+    def completes_after(self, token_id: int, k: int) -> bool:
+        """Whether, after ``token_id``, at most ``k`` more tokens can complete the text
+        (the token must be allowed; end of generation always completes)."""
+        if self.vocab.is_eos(token_id):
+            return True
+        self.consume(token_id)
+        try:
+            return self.completes_within(k)
+        finally:
+            self.rollback(1)
+
     def budget_mask(self, k: int) -> np.ndarray:
         """The tokens of :meth:`mask` after which at most ``k`` more tokens can complete
         the text (end of generation included when allowed)."""
         words = self.mask().copy()
         for token in bitmask.to_ids(words, self.vocab.size).tolist():
-            if self.vocab.is_eos(token):
-                continue
-            self.consume(token)
-            fits = self.completes_within(k)
-            self.rollback(1)
-            if not fits:
+            if not self.completes_after(token, k):
                 words[token >> 5] &= ~np.uint32(1 << (token & 31))
         return words
 

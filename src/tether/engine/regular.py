@@ -365,6 +365,13 @@ class RegularMatcher(StateStackMatcher):
     def completes_within(self, k: int) -> bool:
         return self._stopped or self.compiled.completes_within(self._states[-1], k)
 
+    def completes_after(self, token_id: int, k: int) -> bool:
+        if self.vocab.is_eos(token_id):
+            return True
+        with self.compiled._lock:
+            nxt = self.compiled.dfa.walk(self._states[-1], self.vocab.token_bytes(token_id))
+        return nxt != DEAD and self.compiled.completes_within(nxt, k)
+
     def budget_mask(self, k: int) -> np.ndarray:
         if self._stopped:
             return self.compiled._empty

@@ -154,6 +154,7 @@ class PushdownAutomaton(LazyAutomaton):
         self._nfa_distances: np.ndarray | None = None
         self._late_distances: dict[int, int] = {}  # NFA states of group rules built later
         self._node_distances: dict[int, int] = {}
+        self._item_distances: dict[int, int] = {}
         self._completion: dict[int, int] = {}
         root = self._rule_index[grammar.start]
         self.start = self._intern((self._node(self._rule_start_item[root], BOTTOM),))
@@ -543,10 +544,17 @@ class PushdownAutomaton(LazyAutomaton):
         if n >= 0:
             total = self._node_distances[n]
         for n in reversed(chain):
-            total += min((self._nfa_distance(s) for s in self._items[self._nodes[n][0]]),
-                         default=INF)
+            total += self._item_distance(self._nodes[n][0])
             self._node_distances[n] = total
         return total
+
+    def _item_distance(self, item: int) -> int:
+        """The bytes from a frame of ``item`` to its rule's end (cached per item set)."""
+        hit = self._item_distances.get(item)
+        if hit is None:
+            hit = self._item_distances[item] = min(
+                (self._nfa_distance(s) for s in self._items[item]), default=INF)
+        return hit
 
     def _nfa_distance(self, s: int) -> int:
         """The bytes from NFA state ``s`` to its rule's end (a fixed point over the

@@ -88,6 +88,9 @@ class FreeText:
     def completion_tokens(self) -> int:
         return 0
 
+    def completes_after(self, token_id: int, k: int) -> bool:
+        return True
+
     def budget_mask(self, k: int) -> np.ndarray:
         return self.free_mask
 
@@ -147,6 +150,12 @@ class FusedConstraint:
 
     def completion_tokens(self) -> int:
         return self.syntax.completion_tokens() if self._syntax_active() else 0
+
+    def completes_after(self, token_id: int, k: int) -> bool:
+        """Whether Syntax can be completed within ``k`` tokens after ``token_id``."""
+        if not self._syntax_active():
+            return True
+        return self.syntax.completes_after(token_id, k)
 
     def budget_mask(self, k: int) -> np.ndarray:
         """Syntax's tokens after which it can be completed within ``k`` tokens."""

@@ -114,15 +114,11 @@ class Session:
         """Whether the constraint can still be completed after ``token`` within the
         budget (end of generation always fits)."""
         left = self.tokens_left
-        if left is None or self.matcher is None or self.vocab.is_eos(token):
+        if left is None or self.matcher is None:
             return True
         if isinstance(self.matcher, FusedConstraint) and not self.matcher.structured:
             return True
-        self.matcher.consume(token)
-        try:
-            return self.matcher.completes_within(left - 1)
-        finally:
-            self.matcher.rollback(1)
+        return self.matcher.completes_after(token, left - 1)
 
     def _budget_filter(self, words: np.ndarray) -> np.ndarray:
         """``words`` less the tokens after which the constraint cannot be completed in
