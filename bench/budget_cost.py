@@ -1,11 +1,11 @@
 """What budget-aware masks cost: MaskBench walks with and without a budget.
 
 For a seeded sample of MaskBench schemas (SmolLM2 tokenizer) each valid instance is
-walked token by token twice, each time on a fresh compile (cold caches alike): plainly
-(``Matcher.mask()`` and ``consume``: the engine's work per token) and through a
-:class:`~tether.session.Session` with a budget (``Session.mask()``, the check a decision
-makes on the token it takes — ``completes_after`` it in the tokens left — and
-``Session.advance``). The budget is ``--budget`` (256,
+walked token by token twice through a :class:`~tether.session.Session`, each time on a
+fresh compile (cold caches alike): without a budget (``Session.mask()`` and
+``Session.advance``: the MaskBench work per token, as a runtime does it) and with one
+(the same, and the check a decision makes on the token it takes: ``completes_after`` it
+in the tokens left). The budget is ``--budget`` (256,
 generate's default) or the instance's own length if longer; ``--budget 0`` makes it the
 instance's length (``--slack`` more) so that the budget bites over the last tokens of
 every instance (the worst case).
@@ -33,22 +33,20 @@ from tether.session import Session
 
 def walk(compiled: tether.Compiled, tokens: list[int], budget: int | None,
          times: list[float]) -> int:
-    """Walk ``tokens``; append each step's time; return the tokens the masks refused."""
-    vocab = compiled.vocab
+    """Walk ``tokens`` through a session (with ``budget``, or none); append each step's
+    time; return the tokens the masks refused."""
     matcher = compiled.matcher()
-    session = None if budget is None else Session(vocab, matcher, max_tokens=budget)
+    session = Session(compiled.vocab, matcher, max_tokens=budget)
     refused = 0
     for token in tokens:
         started = time.perf_counter()
-        words = matcher.mask() if session is None else session.mask()
+        words = session.mask()
         fits = bitmask.is_allowed(words, token)
-        legal = fits or (session is not None and bitmask.is_allowed(matcher.mask(), token))
+        legal = fits or bitmask.is_allowed(matcher.mask(), token)
         if legal:
-            if session is None:
-                matcher.consume(token)
-            else:  # the check a decision makes on the token it takes
+            if budget is not None:  # the check a decision makes on the token it takes
                 matcher.completes_after(token, session.tokens_left - 1)
-                session.advance(token)
+            session.advance(token)
         times.append(time.perf_counter() - started)
         if not fits:
             refused += 1
