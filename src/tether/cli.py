@@ -31,7 +31,13 @@ from tether.constraints import Choices, Constraint, Grammar, JsonSchema, Regex
 from tether.errors import TetherError
 from tether.fusion import FusionConfig, IntensityLevel, forbid_words, parse_constraint_spec
 from tether.sampling import Program, parse_program
-from tether.session import EXTRA_PROPERTIES, PHASE_MODES, StepInfo, compile_for_generation
+from tether.session import (
+    EXTRA_PROPERTIES,
+    PHASE_MODES,
+    StepInfo,
+    compile_for_generation,
+    decider,
+)
 from tether.vocab import Vocabulary
 
 if TYPE_CHECKING:
@@ -173,7 +179,9 @@ def _run(args: argparse.Namespace, on_text: Callable[[str], None] | None) -> Gen
             raise TetherError("the constraint spec names a regex: drop --regex/--choices")
         constraint = spec_syntax
     sampling = _sampling(args.sampling)
-    if constraint is not None:  # a bad constraint is reported before the model loads
+    # Bad settings and constraints are reported before the model loads.
+    decider(_byte_vocabulary(), sampling, args.temperature, args.deterministic, args.seed)
+    if constraint is not None:
         compile_for_generation(constraint, _byte_vocabulary(), args.extra_properties)
     _progress("loading model…")
     model = load_model(args.model)

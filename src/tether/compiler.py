@@ -20,7 +20,7 @@ from tether.constraints import Choices, Constraint, Grammar, JsonSchema, Regex
 from tether.engine.compiled import Compiled
 from tether.engine.pushdown import PushdownCompiled
 from tether.engine.regular import RegularCompiled
-from tether.errors import CompileError
+from tether.errors import CompileError, TetherError
 from tether.gc_pause import paused_gc
 from tether.grammar.ir import Grammar as GrammarIR
 from tether.grammar.lower import to_automaton
@@ -43,6 +43,15 @@ def compile(constraint: Constraint | str, vocab: Vocabulary) -> Compiled:  # noq
     """Compile ``constraint`` for ``vocab`` (a plain ``str`` is taken as a regex)."""
     if isinstance(constraint, str):
         constraint = Regex(constraint)
+    if not isinstance(constraint, Regex | Choices | JsonSchema | Grammar):
+        hint = (" (wrap a schema in tether.JsonSchema(...))"
+                if isinstance(constraint, dict | bool) else "")
+        raise CompileError(f"cannot compile a {type(constraint).__name__}; expected "
+                           f"tether.Regex, tether.Choices, tether.JsonSchema or "
+                           f"tether.Grammar{hint}")
+    if not isinstance(vocab, Vocabulary):
+        raise TetherError(f"vocab must be a tether.Vocabulary, not {type(vocab).__name__} "
+                          "(tether.Vocabulary.from_file(path) reads a tokenizer file)")
     key = (constraint, vocab.fingerprint)
     with _cache_lock:
         hit = _cache.get(key)
@@ -107,12 +116,9 @@ def _compile_uncached(constraint: Constraint, vocab: Vocabulary) -> Compiled:
     elif isinstance(constraint, Choices):
         source = None
         node = Alternate(tuple(literal(o) for o in constraint.options))
-    elif isinstance(constraint, JsonSchema | Grammar):
+    else:  # JsonSchema | Grammar (compile() checked the kind)
         automaton = to_automaton(_grammar_of(constraint),
                                  pushdown=isinstance(constraint, JsonSchema))
-    else:
-        raise CompileError(f"cannot compile a {type(constraint).__name__}; expected "
-                           "tether.Regex, tether.Choices, tether.JsonSchema or tether.Grammar")
     if not isinstance(constraint, JsonSchema | Grammar):
         automaton = LazyDFA(build_nfa(node, source=source), source=source)
     if isinstance(automaton, PushdownAutomaton):

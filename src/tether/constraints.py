@@ -39,6 +39,9 @@ class Choices:
     options: tuple[str, ...]
 
     def __init__(self, options: Iterable[str]) -> None:
+        if isinstance(options, str | bytes):
+            raise CompileError("Choices takes a list of options, not one string "
+                               f"(Choices([{options!r}]) for that one option)")
         opts = tuple(options)
         if not opts:
             raise CompileError("Choices needs at least one option")
@@ -46,6 +49,8 @@ class Choices:
             if not isinstance(o, str):
                 raise CompileError(f"choice {i} must be a str, not {type(o).__name__}",
                                    location=f"/{i}")
+            if not o:
+                raise CompileError(f"choice {i} is empty", location=f"/{i}")
         object.__setattr__(self, "options", opts)
 
 

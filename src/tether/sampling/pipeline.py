@@ -20,6 +20,7 @@ puts on the allowed tokens, so that ``KL(p_constrained ‖ p) = -log_z`` for tha
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +60,13 @@ class Pipeline:
     _plan: Stages = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        numbers = {"temperature": self.temperature, "top_p": self.top_p, "min_p": self.min_p,
+                   "repetition_penalty": self.repetition_penalty,
+                   "presence_penalty": self.presence_penalty,
+                   "frequency_penalty": self.frequency_penalty}
         checks = [
+            *((math.isfinite(v), f"{k} must be a finite number, not {v!r}")
+              for k, v in numbers.items()),
             (self.temperature >= 0, "temperature must be ≥ 0"),
             (self.top_k >= 0, "top_k must be ≥ 0"),
             (0 < self.top_p <= 1, "top_p must be in (0, 1]"),

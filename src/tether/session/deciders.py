@@ -76,4 +76,6 @@ def decider(vocab: Vocabulary, sampling: Pipeline | Program | str | None = None,
         chosen = replace(chosen, temperature=temperature)
     if isinstance(chosen, Program) and chosen.pick == "beam":
         return chosen
+    if seed is not None and (not isinstance(seed, int) or seed < 0):
+        raise TetherError(f"seed must be an int ≥ 0, not {seed!r}")
     return Sampler(chosen, vocab, np.random.default_rng(seed))
