@@ -64,7 +64,9 @@ class Session:
     generation excluded); ``room`` is what the context window leaves, if less.
     ``tokenize`` turns forced bytes into the model's own tokens (default: longest
     tokens first). In ``single_line`` mode forced text stops before a line break.
-    ``on_text`` receives the text as it is produced.
+    ``on_text`` receives the text as it is produced. With a budget, ``needed`` is a
+    number of tokens that completes the constraint from the start (at most the budget:
+    a smaller budget raises :class:`~tether.errors.BudgetTooSmall` here).
     """
 
     def __init__(self, vocab: Vocabulary, constraint: Matcher | FusedConstraint | None,
