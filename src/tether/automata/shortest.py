@@ -54,13 +54,16 @@ def distances_to_end(edges: Sequence[Sequence[tuple[int, int, int]]],
     dist = np.full(n, INF, dtype=np.int64)
     dist[[s for s in ends if s < n]] = 0
     unpriced = np.flatnonzero(starts < 0).tolist()
-    for _ in range(MAX_PASSES):
+
+    def price() -> None:
         for j in unpriced:
             cost[j] = min(INF, priced(rules[j], dist)) if priced else INF
+
+    price()
+    for _ in range(MAX_PASSES):
         before = cost.copy()
         _relax(dist, eps_ptr, eps_to, edge_ptr, edge_to, call_ptr, call_to, starts, cost)
-        for j in unpriced:
-            cost[j] = min(INF, priced(rules[j], dist)) if priced else INF
+        price()
         if np.array_equal(cost, before):
             break
     return dist

@@ -572,8 +572,7 @@ class PushdownAutomaton(LazyAutomaton):
             for t in self._eps[s]:
                 best = min(best, self._nfa_distance(t))
             for rule, t in self._calls.get(s, ()):
-                cost = (self._group_length(self._group_next[s], self._nfa_distances)
-                        if rule == PENDING else self._call_cost(rule, self._nfa_distances))
+                cost = self._call_cost(self._called(rule, s), self._nfa_distances)
                 best = min(best, cost + self._nfa_distance(t))
             hit = self._late_distances[s] = best
         return hit
