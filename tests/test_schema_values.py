@@ -8,17 +8,18 @@ import datetime
 import ipaddress
 import itertools
 import json
-from decimal import Decimal
+from decimal import Decimal, localcontext
 
 import pytest
 import regex
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from tether.automata import DEAD, LazyDFA, build_nfa, parse_regex
 from tether.automata.boolean import difference, intersect, is_empty
 from tether.errors import CompileError, LimitExceeded
 from tether.schema.formats import format_expr
+from tether.schema.number_exponents import MANTISSA_DIGITS
 from tether.schema.numbers import json_integer, json_number
 from tether.schema.strings import json_string
 
@@ -170,7 +171,7 @@ def test_scientific_forms_with_bounds(low, high, text, expected) -> None:
 
 
 @pytest.mark.parametrize(("step", "good", "bad"), [
-    ("0.01", ["1.25", "-3", "0.1", "7.50", "0"], ["1.255", "0.001", "1e-2"]),
+    ("0.01", ["1.25", "-3", "0.1", "7.50", "0", "1e-2"], ["1.255", "0.001", "1e-3"]),
     ("2.5", ["5", "7.5", "-2.5", "0.0"], ["1", "2.4", "2.55"]),
     ("1", ["3", "3.0", "-4.00"], ["3.5", "0.1"]),
 ])
@@ -178,6 +179,72 @@ def test_decimal_multiple_of(step: str, good: list[str], bad: list[str]) -> None
     lang = Lang(json_number(multiple_of=Decimal(step)))
     assert all(t in lang for t in good)
     assert not any(t in lang for t in bad)
+
+
+# Number texts in every spelling a writer may use: plain, padded, exponent forms whose
+# mantissa is any of the value's shifts (up to MANTISSA_DIGITS digits), signs on both parts.
+def _spelled(value: Decimal, shift: int, exp_char: str, padding: int) -> str | None:
+    mantissa = value.scaleb(-shift)
+    text = format(mantissa.normalize(), "f") if mantissa else "0"
+    if padding:
+        text += ("" if "." in text else ".") + "0" * padding
+    if sum(c.isdigit() for c in text) > MANTISSA_DIGITS:
+        return None
+    sign = "+" if shift >= 0 and padding % 2 else ""
+    return f"{text}{exp_char}{sign}{shift}"
+
+
+bounds = st.sampled_from(["1", "5", "0.25", "-3", "1e200", "1e-300", "-0.001", "12345.678",
+                          "0", "7e-5", "-1e10"]).map(Decimal)
+steps = st.sampled_from(["0.5", "0.01", "7", "2.5", "1e3", "0.12", "1"]).map(Decimal)
+values = (st.decimals(min_value=Decimal("-1e6"), max_value=Decimal("1e6"), places=4,
+                      allow_nan=False, allow_infinity=False)
+          | st.sampled_from(["1e2", "1.5", "1e-300", "2e-300", "1e200", "9.99e199", "-3",
+                             "0.25", "0.2499", "12345.678", "7e-5", "0"]).map(Decimal))
+
+
+@settings(SETTINGS, max_examples=30, phases=[Phase.explicit, Phase.generate])
+@given(st.none() | bounds, st.none() | bounds, st.booleans(), st.booleans(),
+       st.none() | steps, st.lists(st.tuples(values, st.integers(-25, 25),
+                                              st.sampled_from("eE"), st.integers(0, 2)),
+                                    min_size=5, max_size=20))
+def test_exponent_forms_answer_as_decimal_arithmetic(low, high, low_open, high_open, step,
+                                                     texts) -> None:
+    """Every exponent-form text with a mantissa of up to MANTISSA_DIGITS digits is accepted
+    exactly when its value satisfies the keywords (jsonschema's answer, in exact
+    arithmetic); no text outside is ever accepted."""
+    try:
+        lang = Lang(json_number(minimum=low, maximum=high, exclusive_minimum=low_open,
+                                exclusive_maximum=high_open, multiple_of=step))
+    except CompileError:  # an empty range, or no multiple of the step inside it
+        assert low is not None and high is not None
+        with localcontext(prec=1_000):
+            first = (low / step).to_integral_value(rounding="ROUND_CEILING") * step \
+                if step else low
+            assert not (first < high or (first == high and not high_open)
+                        or (first == low and not low_open and low < high)) or low > high \
+                or (low == high and (low_open or high_open))
+        return
+    for value, shift, exp_char, padding in texts:
+        text = _spelled(value, shift, exp_char, padding)
+        if text is None:
+            continue
+        v = Decimal(text)
+        with localcontext(prec=1_000):  # exact remainders for quotients up to 1e500
+            expected = ((low is None or (v > low if low_open else v >= low))
+                        and (high is None or (v < high if high_open else v <= high))
+                        and (step is None or v % step == 0))
+        assert (text in lang) == expected, (text, low, high, step)
+
+
+@pytest.mark.parametrize(("schema", "text"), [
+    ({"multiple_of": Decimal("0.5")}, "1e2"), ({"multiple_of": Decimal("0.5")}, "15e-1"),
+    ({"multiple_of": Decimal("1e-300")}, "1e-300"), ({"maximum": Decimal("1e200")}, "5"),
+    ({"maximum": Decimal("1e200")}, "1E200"), ({"minimum": Decimal("3"),
+                                                 "maximum": Decimal("3")}, "0.03e+2"),
+])
+def test_number_rows_of_the_reliability_issue(schema, text) -> None:
+    assert text in Lang(json_number(**schema))
 
 
 def test_huge_multiple_of_is_refused_at_its_keyword() -> None:

@@ -12,6 +12,10 @@ Compile a constraint for a vocabulary, walk it token by token with a matcher, or
     m.mask()  # uint32 Bitmask words
 """
 
+from tether.kernel_cache import announce_first_run
+
+announce_first_run()  # before the imports below compile numba kernels
+
 from tether import grammars
 from tether.compiler import compile  # noqa: A004
 from tether.constraints import Choices, Grammar, JsonSchema, Regex

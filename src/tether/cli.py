@@ -11,17 +11,23 @@ Ananke-style ConstraintSpec, JSON), ``--types`` / ``--imports`` extra regex cons
 (free reasoning, the constraint after the ```` ```json ```` fence or ``</think>``).
 ``explain`` runs a generation and prints a per-token table (forced or sampled, feasible
 count, legal mass Z, KL, dropped domains, time per domain) and a per-run summary.
-Typed tether errors become a one-line message on stderr and exit code 2.
+Exit status (docs/errors.md): 0 success, 1 "does not match" (``check``), 2 bad input (a
+one-line message naming the place), 3 a bug in tether (a one-line apology); never a
+traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,20 +56,51 @@ BUILTIN_GRAMMARS: dict[str, Callable[[], Grammar]] = {
     "python-fenced": lambda: grammars.python(fenced=True),
 }
 
-EXIT_OK, EXIT_NO_MATCH, EXIT_ERROR = 0, 1, 2
+EXIT_OK, EXIT_NO_MATCH, EXIT_ERROR, EXIT_BUG = 0, 1, 2, 3
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns (and, as a console script, exits with) the status."""
     args = _parser().parse_args(argv)
+    if sys.stdout is None:
+        _say("tether: error: stdout is closed")
+        return EXIT_ERROR
     try:
-        return args.run(args)
+        status = args.run(args)
+        sys.stdout.flush()
+        return status
     except TetherError as e:
-        print(f"tether: error: {e}", file=sys.stderr)
+        _say(f"tether: error: {e}")
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("tether: interrupted", file=sys.stderr)
+        _say("tether: interrupted")
         return 130
+    except BrokenPipeError:  # the reader of stdout went away (`| head`): nothing to say
+        _discard_stdout()
+        return EXIT_OK
+    except OSError as e:  # stdout full or failing, an unreadable stdin…
+        _say(f"tether: error: {e.strerror or e}")
+        _discard_stdout()
+        return EXIT_ERROR
+    except Exception as e:  # noqa: BLE001 - a bug in tether: one line, never a traceback
+        _say(f"tether: internal error ({type(e).__name__}: {e}). This is a bug in tether; "
+             "please report it with the command that caused it (TETHER_DEBUG=1 shows the "
+             "traceback)")
+        if os.environ.get("TETHER_DEBUG"):
+            raise
+        return EXIT_BUG
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _say(line: str) -> None:
+    """One line on stderr, if stderr can take it."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        print(line, file=sys.stderr, flush=True)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -305,13 +342,13 @@ def _progress(message: str) -> None:
 # -- check -------------------------------------------------------------------------------------
 def _check(args: argparse.Namespace) -> int:
     compiled = compile_constraint(_constraint(args), _byte_vocabulary())
-    text = _check_input(args)
-    result = compiled.check(text)
+    data = _check_input(args)
+    result = compiled.check(data)
     if result.matches:
         print("match")
         return EXIT_OK
-    data = text.encode("utf-8")
-    before = data[: result.valid_prefix].decode("utf-8", errors="ignore")
+    text = data.decode("utf-8", errors="replace")
+    before = data[: result.valid_prefix].decode("utf-8", errors="replace")
     line_no = before.count("\n") + 1
     column = len(before) - (before.rfind("\n") + 1)
     if result.valid_prefix >= len(data):
@@ -319,16 +356,65 @@ def _check(args: argparse.Namespace) -> int:
     else:
         print(f"no match: fails at byte {result.valid_prefix} (line {line_no}, "
               f"column {column + 1})")
-    print(f"  {text.splitlines()[line_no - 1] if text.strip() else text}")
-    print(f"  {' ' * column}^")
+    line = text.split("\n")[line_no - 1] if text else ""
+    shown, caret = _window(line, column)
+    print(f"  {shown}")
+    print(f"  {' ' * caret}^")
     if result.expected:
         print(f"expected one of: {_describe_bytes(result.expected)}")
-    if result.context:
-        print("inside: " + " < ".join(result.context))
     if isinstance(compiled.constraint, JsonSchema):
-        for pointer, keywords in _schema_keywords(compiled.constraint.schema, result.context):
-            print(f"schema at {pointer or '/'}: the text breaks one of {', '.join(keywords)}")
+        broken = _broken_keywords(compiled.constraint.schema_json, data) or [
+            f"schema at {pointer or '/'}: the text breaks one of {', '.join(keywords)}"
+            for pointer, keywords in _schema_keywords(compiled.constraint.schema,
+                                                      result.context)]
+        for line in broken:
+            print(line)
+    elif result.context:
+        print("inside: " + " < ".join(result.context))
     return EXIT_NO_MATCH
+
+
+WINDOW = 40  # characters shown on each side of a failure
+
+
+def _window(line: str, column: int) -> tuple[str, int]:
+    """The part of ``line`` around ``column`` (at most 2·WINDOW characters, elided with
+    ``…``) and the caret's position in it."""
+    start = max(0, column - WINDOW)
+    end = min(len(line), column + WINDOW)
+    shown = ("…" if start else "") + line[start:end] + ("…" if end < len(line) else "")
+    return shown, column - start + (1 if start else 0)
+
+
+MAX_REPORTED = 5  # schema keywords listed for one failed check
+
+
+def _broken_keywords(schema_json: str, data: bytes) -> list[str]:
+    """When the text is complete JSON, the schema keywords its value breaks, as the
+    ``jsonschema`` validator reports them (``schema at /required: missing "age"``), in
+    exact decimal arithmetic; [] when the text is not JSON (the caret says where)."""
+    try:
+        instance = json.loads(data, parse_float=Decimal)
+        schema = json.loads(schema_json, parse_float=Decimal)
+        import jsonschema
+
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        lines = []
+        for error in sorted(validator.iter_errors(instance), key=jsonschema.exceptions.relevance):
+            pointer = "".join(f"/{_escape_pointer(str(p))}" for p in error.absolute_schema_path)
+            if error.validator == "required":
+                message = f"missing {error.message.split(' is a required')[0]}"
+            else:
+                message = re.sub(r"Decimal\('([^']*)'\)", r"\1", error.message)
+                message = message if len(message) <= 120 else message[:117] + "..."
+            lines.append(f"schema at {pointer}: {message} (value at {error.json_path})")
+        return lines[:MAX_REPORTED]
+    except Exception:  # noqa: BLE001 - a diagnosis is a courtesy; the caret already says where
+        return []
+
+
+def _escape_pointer(part: str) -> str:
+    return part.replace("~", "~0").replace("/", "~1")
 
 
 # Keywords that only annotate a schema: they cannot be what a text violates.
@@ -361,17 +447,30 @@ def _schema_keywords(schema: object, context: tuple[str, ...]) -> list[tuple[str
     return out
 
 
-def _check_input(args: argparse.Namespace) -> str:
-    """``--text``, else the file the argument names, else the argument itself, else stdin."""
+def _check_input(args: argparse.Namespace) -> bytes:
+    """``--text``, else the file the argument names, else the argument itself, else stdin
+    (bytes: a text that is not UTF-8 is checked as it is, and fails where it breaks)."""
     if args.text is not None:
-        return args.text
+        return _argument_bytes(args.text)
     if args.input is None:
-        return sys.stdin.read()
+        if sys.stdin is None:
+            raise TetherError("no text to check: stdin is closed (give TEXT or --text)")
+        return sys.stdin.buffer.read()
     try:
         is_file = "\n" not in args.input and Path(args.input).is_file()
     except (OSError, ValueError):
         is_file = False
-    return _read(args.input, "input") if is_file else args.input
+    if is_file:
+        try:
+            return Path(args.input).read_bytes()
+        except OSError as e:
+            raise TetherError(f"cannot read {args.input}: {e.strerror}") from None
+    return _argument_bytes(args.input)
+
+
+def _argument_bytes(arg: str) -> bytes:
+    """A command-line argument's bytes as the shell passed them (undecodable bytes kept)."""
+    return os.fsencode(arg)
 
 
 def _describe_bytes(data: bytes, limit: int = 24) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tether import json_input
 from tether.errors import CompileError
 
 
@@ -91,11 +92,7 @@ class JsonSchema:
                  property_order: Literal["schema", "any"] = "any", strict: bool = True,
                  registry: Mapping[str, Any] | None = None) -> None:
         if isinstance(schema, str):
-            try:
-                schema = json.loads(schema)
-            except json.JSONDecodeError as e:
-                raise CompileError(f"the schema is not valid JSON: {e.msg}",
-                                   location=f"{e.lineno}:{e.colno}") from None
+            schema = json_input.parse(schema, "the schema")
         if not isinstance(schema, dict | bool):
             raise CompileError(f"a schema must be an object or a boolean, not "
                                f"{type(schema).__name__}", location="")
@@ -106,12 +103,13 @@ class JsonSchema:
                 f"property_order must be 'schema' or 'any', not {property_order!r}")
         if not isinstance(max_whitespace, int) or max_whitespace < 0:
             raise CompileError(f"max_whitespace must be an int >= 0, not {max_whitespace!r}")
-        object.__setattr__(self, "schema_json", _to_json(schema, "the schema"))
+        object.__setattr__(self, "schema_json", json_input.dump(schema, "the schema"))
         object.__setattr__(self, "whitespace", whitespace)
         object.__setattr__(self, "max_whitespace", max_whitespace)
         object.__setattr__(self, "property_order", property_order)
         object.__setattr__(self, "strict", bool(strict))
-        object.__setattr__(self, "registry_json", _to_json(dict(registry or {}), "the registry"))
+        object.__setattr__(self, "registry_json",
+                           json_input.dump(dict(registry or {}), "the registry"))
 
     @property
     def schema(self) -> Any:
@@ -167,11 +165,6 @@ class Grammar:
         object.__setattr__(self, "longest", tuple(self.longest))
 
 
-def _to_json(value: Any, what: str) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as e:
-        raise CompileError(f"{what} cannot be written as JSON: {e}") from None
 
 
 Constraint = Regex | Choices | JsonSchema | Grammar

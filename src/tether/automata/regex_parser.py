@@ -28,9 +28,10 @@ from tether.automata.regex_ast import (
     complement,
     normalize,
 )
-from tether.errors import CompileError
+from tether.errors import CompileError, LimitExceeded
 
 MAX_REPEAT = 100_000  # largest bound of a counted repetition
+MAX_GROUP_DEPTH = 100  # groups inside one another (later passes recurse on the tree)
 
 _SIMPLE_ESCAPES = {"a": 7, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11}
 _ASCII_CLASSES = {
@@ -63,6 +64,7 @@ class _Parser:
         self.p = pattern
         self.i = 0
         self.flags = flags
+        self.depth = 0  # groups open around self.i
 
     # -- helpers -----------------------------------------------------------------------
     def error(self, message: str, at: int | None = None) -> CompileError:
@@ -204,11 +206,16 @@ class _Parser:
 
     def parse_group(self) -> Node:
         open_at = self.i
+        if self.depth >= MAX_GROUP_DEPTH:
+            raise LimitExceeded(f"groups nest deeper than {MAX_GROUP_DEPTH}",
+                                location=open_at + 1, source=self.p)
         self.i += 1
         saved = _Flags(self.flags.dotall, self.flags.ascii)
         if self.peek() == "?" and self.parse_group_prefix(open_at):
             return EMPTY  # a comment group, already read
+        self.depth += 1
         node = self.parse_alternation()
+        self.depth -= 1
         if self.peek() != ")":
             raise self.error("missing ), unterminated subpattern", open_at)
         self.i += 1

@@ -143,6 +143,8 @@ class FusionConfig:
         except json.JSONDecodeError as e:
             raise FusionConfigError(f"invalid JSON at line {e.lineno}, column {e.colno}: "
                                     f"{e.msg}", pointer="/") from None
+        except RecursionError:
+            raise FusionConfigError("the JSON nests too deeply", pointer="/") from None
         return cls.from_dict(data)
 
 

@@ -42,6 +42,8 @@ def parse_constraint_spec(spec: str | Mapping[str, Any]) -> ConstraintSpec:
         except json.JSONDecodeError as e:
             raise FusionConfigError(f"invalid JSON at line {e.lineno}, column {e.colno}: "
                                     f"{e.msg}", pointer="/") from None
+        except RecursionError:
+            raise FusionConfigError("the JSON nests too deeply", pointer="/") from None
     if not isinstance(spec, Mapping):
         raise FusionConfigError("a constraint_spec must be a JSON object", pointer="/")
     for key in NOT_SUPPORTED_YET:

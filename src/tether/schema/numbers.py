@@ -6,16 +6,13 @@ digit decides), a fraction by the first differing digit of its padded expansion.
 are regular, so ``minimum``/``maximum`` (inclusive or exclusive, integer or decimal) are
 enforced exactly on plain texts (``-12``, ``0.25``, ``-0``, ``3.10``).
 
-Exponent forms (``1e-05``, ``2.5E+20``): exactly all of them when no magnitude matters
-(no bound, or bounds at 0). With a non-zero bound the set of exponent texts in range is
-*not* regular (``0.0…01e+k ≥ 1`` compares a count of zeros with ``k``), so only the
-normalised scientific form ``d[.ddd]e±k`` (one non-zero digit before the point — what
-``json.dumps`` writes) and zero mantissas are accepted there, exactly; other exponent
-forms (``12e3``, ``0.5e1``) are rejected: valid texts lost, never invalid ones accepted.
+Exponent forms (``1e-05``, ``15e-1``, ``0.5E+1``): exactly all of them when no magnitude
+matters (no bound, or bounds at 0). Under a non-zero bound, ``multipleOf`` or an exact value
+(``const``/``enum``) they are built by :mod:`~tether.schema.number_exponents`: exact for
+every mantissa of up to 20 digits, sound for longer ones.
 
-``multipleOf`` reads the digits modulo the divisor: exact for plain texts (a decimal
-divisor ``a·10⁻ˢ`` allows at most ``s`` significant fraction digits); exponent forms are
-rejected under ``multipleOf``. Divisors needing too many states raise
+``multipleOf`` reads the digits modulo the divisor (a decimal divisor ``a·10⁻ˢ`` allows at
+most ``s`` significant fraction digits). Divisors needing too many states raise
 :class:`~tether.errors.CompileError` at ``…/multipleOf``.
 
 Integers are ``-?(0|[1-9][0-9]*)``; integer-valued texts such as ``1.0`` or ``1e2`` are
@@ -25,10 +22,19 @@ not accepted as integers (rejected, never wrongly accepted).
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 
 import numpy as np
 
-from tether.automata.boolean import EMPTY_LANGUAGE, intersect, is_empty
+from tether.automata.boolean import (
+    EMPTY_LANGUAGE,
+    Dfa,
+    intersect,
+    intersect_dfa,
+    is_empty,
+    to_dfa,
+    to_node,
+)
 from tether.automata.regex_ast import (
     EMPTY,
     Alternate,
@@ -40,6 +46,14 @@ from tether.automata.regex_ast import (
     literal,
 )
 from tether.errors import CompileError
+from tether.schema.number_exponents import (
+    MANTISSA_DIGITS,
+    alternation,
+    digits,
+    exponent_forms,
+    exponent_interval,
+    numerals,
+)
 
 MAX_MULTIPLE_STATES = 50_000  # states of a multipleOf automaton
 MAX_ENUMERATED_MULTIPLES = 2_000
@@ -52,12 +66,12 @@ _E = CharSet(((69, 69), (101, 101)))
 _EXPONENT = Concat((_E, Repeat(CharSet(((43, 43), (45, 45))), 0, 1), Repeat(_DIGIT, 1, None)))
 _ZERO_FRACTION = Repeat(Concat((literal("."), Repeat(literal("0"), 1, None))), 0, 1)
 _NUMERAL = Alternate((literal("0"), Concat((_NONZERO, Repeat(_DIGIT, 0, None)))))
+_PLAIN = Concat((_NUMERAL, _FRACTION))
 _UNSIGNED = Concat((_NUMERAL, _FRACTION, Repeat(_EXPONENT, 0, 1)))
-_ZERO = Concat((literal("0"), _ZERO_FRACTION, Repeat(_EXPONENT, 0, 1)))
-_NONZERO_UNSIGNED = Alternate((
-    Concat((_NONZERO, Repeat(_DIGIT, 0, None), _FRACTION, Repeat(_EXPONENT, 0, 1))),
-    Concat((literal("0."), Repeat(_DIGIT, 0, None), _NONZERO, Repeat(_DIGIT, 0, None),
-            Repeat(_EXPONENT, 0, 1)))))
+_PLAIN_ZERO = Concat((literal("0"), _ZERO_FRACTION))
+_PLAIN_NONZERO = Alternate((
+    Concat((_NONZERO, Repeat(_DIGIT, 0, None), _FRACTION)),
+    Concat((literal("0."), Repeat(_DIGIT, 0, None), _NONZERO, Repeat(_DIGIT, 0, None)))))
 
 
 def json_integer(*, minimum: int | None = None, maximum: int | None = None,
@@ -84,9 +98,12 @@ def json_integer(*, minimum: int | None = None, maximum: int | None = None,
                 raise CompileError(f"no multiple of {multiple_of} lies between {minimum} and "
                                    f"{maximum}", location=f"{location}/multipleOf")
             return Alternate(tuple(literal(t) for t in texts))
-        node = intersect(_integer_range(minimum, maximum),
-                         _multiple_automaton(multiple_of, 0, f"{location}/multipleOf"),
-                         location=f"{location}/multipleOf")
+        where = f"{location}/multipleOf"
+        try:
+            multiples = _multiple_automaton(multiple_of, 0)
+        except CompileError as e:
+            raise CompileError(e.message, location=where) from None
+        node = intersect(_integer_range(minimum, maximum), multiples, location=where)
         if is_empty(node):
             raise CompileError("no integer satisfies this schema", location=location)
         return node
@@ -108,26 +125,13 @@ def json_number(*, minimum: Decimal | None = None, maximum: Decimal | None = Non
             (low > high or (low == high and (exclusive_minimum or exclusive_maximum))):
         raise CompileError(f"no number lies between {low} and {high}",
                            location=f"{location}/maximum")
-    sides = []
-    if low is not None:
-        sides.append(_bound(low, "gt" if exclusive_minimum else "ge"))
-    if high is not None:
-        sides.append(_bound(high, "lt" if exclusive_maximum else "le"))
     node: Node = Concat((Repeat(_MINUS, 0, 1), _UNSIGNED))
-    if len(sides) == 1:
-        node = sides[0]
-    elif len(sides) == 2:
-        node = intersect(sides[0], sides[1], location=location)
+    if low is not None or high is not None:
+        node = _bounded(low, high, exclusive_minimum, exclusive_maximum, location)
     if step is not None:
-        sign, digits, exponent = step.normalize().as_tuple()
-        scale = max(0, -int(exponent))
-        divisor = int(step.scaleb(scale))
-        if divisor > 1 or scale > 0:
-            node = intersect(node, _multiple_automaton(divisor, scale, f"{location}/multipleOf"),
-                             location=f"{location}/multipleOf")
-        else:  # a multiple of 1: an integer, with any number of zero fraction digits
-            node = intersect(node, Concat((Repeat(_MINUS, 0, 1), _NUMERAL, _ZERO_FRACTION)),
-                             location=location)
+        where = f"{location}/multipleOf"
+        node = to_node(intersect_dfa(to_dfa(node, location=where), _multiples(step, where),
+                                     location=where), pos=where)
     if is_empty(node):
         raise CompileError("no number satisfies this schema", location=location)
     return node
@@ -144,78 +148,7 @@ def _integer_range(minimum: int | None, maximum: int | None) -> Node:
         parts.append(Concat((_MINUS, numerals(low_abs, high_abs))))
     if (minimum is None or minimum <= 0) and (maximum is None or maximum >= 0):
         parts.append(literal("-0"))
-    return _alt([p for p in parts if not is_empty(p)])
-
-
-def numerals(low: int, high: int | None) -> Node:
-    """Canonical decimal numerals (``0`` or no leading zero) of ``low``..``high``."""
-    if high is not None and low > high:
-        return EMPTY_LANGUAGE
-    parts: list[Node] = []
-    if low == 0:
-        parts.append(literal("0"))
-        low = 1
-        if high == 0:
-            return parts[0]
-    a = str(low)
-    if high is None:
-        parts += [_same_length(a, "9" * len(a)), Concat((_NONZERO, Repeat(_DIGIT, len(a), None)))]
-        return _alt(parts)
-    b = str(high)
-    if len(a) == len(b):
-        parts.append(_same_length(a, b))
-    else:
-        parts.append(_same_length(a, "9" * len(a)))
-        if len(b) - len(a) >= 2:
-            parts.append(Concat((_NONZERO, Repeat(_DIGIT, len(a), len(b) - 2))))
-        parts.append(_same_length("1" + "0" * (len(b) - 1), b))
-    return _alt(parts)
-
-
-def _same_length(x: str, y: str) -> Node:
-    """Digit strings of ``len(x)`` between ``x`` and ``y`` (``x <= y``, equal lengths)."""
-    if x == y:
-        return literal(x)
-    i = next(k for k in range(len(x)) if x[k] != y[k])
-    xi, yi, rest = int(x[i]), int(y[i]), len(x) - i - 1
-    branches = [Concat((literal(x[i]), _at_least(x[i + 1:])))]
-    if yi - xi >= 2:
-        branches.append(Concat((_digits(xi + 1, yi - 1), Repeat(_DIGIT, rest, rest))))
-    branches.append(Concat((literal(y[i]), _at_most(y[i + 1:]))))
-    return Concat(((literal(x[:i]),) if i else ()) + (Alternate(tuple(branches)),))
-
-
-def _at_least(s: str) -> Node:
-    """Digit strings of ``len(s)`` that are >= ``s``."""
-    if not s.strip("0"):
-        return Repeat(_DIGIT, len(s), len(s))
-    d = int(s[0])
-    options = [Concat((literal(s[0]), _at_least(s[1:])))]
-    if d < 9:
-        options.append(Concat((_digits(d + 1, 9), Repeat(_DIGIT, len(s) - 1, len(s) - 1))))
-    return _alt(options)
-
-
-def _at_most(s: str) -> Node:
-    """Digit strings of ``len(s)`` that are <= ``s``."""
-    if not s.strip("9"):
-        return Repeat(_DIGIT, len(s), len(s))
-    d = int(s[0])
-    options = [Concat((literal(s[0]), _at_most(s[1:])))]
-    if d > 0:
-        options.append(Concat((_digits(0, d - 1), Repeat(_DIGIT, len(s) - 1, len(s) - 1))))
-    return _alt(options)
-
-
-def _digits(lo: int, hi: int) -> Node:
-    return CharSet(((48 + lo, 48 + hi),)) if lo <= hi else EMPTY_LANGUAGE
-
-
-def _alt(nodes: list[Node]) -> Node:
-    nodes = [n for n in nodes if not is_empty(n)]
-    if not nodes:
-        return EMPTY_LANGUAGE
-    return nodes[0] if len(nodes) == 1 else Alternate(tuple(nodes))
+    return alternation([p for p in parts if not is_empty(p)])
 
 
 # -- decimals ------------------------------------------------------------------------------
@@ -236,69 +169,56 @@ def _decimal(value: object, location: str) -> Decimal | None:
 _FLIP = {"ge": "le", "gt": "lt", "le": "ge", "lt": "gt"}
 
 
-def _bound(c: Decimal, op: str) -> Node:
-    """Signed number texts ``x`` with ``x op c`` (``op``: ge, gt, le, lt)."""
-    lower = op in ("ge", "gt")
-    signed_any = Concat((_MINUS, _UNSIGNED))
-    if c > 0:
-        return _magnitude(c, op) if lower else _alt([_magnitude(c, op), signed_any])
+def _bounded(low: Decimal | None, high: Decimal | None, low_open: bool, high_open: bool,
+             location: str) -> Node:
+    """Number texts (any spelling) with a value between ``low`` and ``high``."""
+    if low is not None and low == high:
+        plain = _plain_exact(low)
+    else:
+        sides = [_plain_bound(c, op) for c, op in (
+            (low, "gt" if low_open else "ge"), (high, "lt" if high_open else "le"))
+            if c is not None]
+        plain = sides[0] if len(sides) == 1 else intersect(*sides, location=location)
+    zero_in_range = ((low is None or low < 0 or (low == 0 and not low_open))
+                     and (high is None or high > 0 or (high == 0 and not high_open)))
+    zero_forms = Concat((Repeat(_MINUS, 0, 1), literal("0"), _ZERO_FRACTION, _EXPONENT))
+    return alternation([plain, zero_forms if zero_in_range else EMPTY_LANGUAGE,
+                        exponent_interval(low, high, low_open=low_open, high_open=high_open)])
+
+
+def _plain_bound(c: Decimal, op: str) -> Node:
+    """Signed plain texts ``x`` (no exponent) with ``x op c`` (op: ge, gt, le, lt)."""
     if c == 0:
-        if op == "ge":
-            return _alt([_UNSIGNED, Concat((_MINUS, _ZERO))])
-        if op == "gt":
-            return _NONZERO_UNSIGNED
-        if op == "le":
-            return _alt([_ZERO, signed_any])
-        return Concat((_MINUS, _NONZERO_UNSIGNED))
+        return {"ge": alternation([_PLAIN, Concat((_MINUS, _PLAIN_ZERO))]),
+                "gt": _PLAIN_NONZERO,
+                "le": alternation([_PLAIN_ZERO, Concat((_MINUS, _PLAIN))]),
+                "lt": Concat((_MINUS, _PLAIN_NONZERO))}[op]
+    if c > 0:
+        if op in ("ge", "gt"):
+            return _magnitude(c, op)
+        return alternation([_magnitude(c, op), Concat((_MINUS, _PLAIN))])
     negative = Concat((_MINUS, _magnitude(-c, _FLIP[op])))
-    return _alt([_UNSIGNED, negative]) if lower else negative
+    return alternation([_PLAIN, negative]) if op in ("ge", "gt") else negative
+
+
+def _plain_exact(c: Decimal) -> Node:
+    """The plain spellings of ``c``: its digits, then any zero fraction digits."""
+    if c == 0:
+        return Concat((Repeat(_MINUS, 0, 1), _PLAIN_ZERO))
+    text = format(c.normalize(), "f")
+    zeros = Repeat(literal("0"), 0, None) if "." in text else _ZERO_FRACTION
+    return Concat((literal(text), zeros))
 
 
 def _magnitude(c: Decimal, op: str) -> Node:
-    """Unsigned number texts with value ``op c``, for ``c > 0``."""
+    """Unsigned plain texts (no exponent) with value ``op c``, for ``c > 0``."""
     whole, _, frac = f"{c:f}".partition(".")
     frac = frac.rstrip("0")
     int_part = int(whole)
     bigger = Concat((numerals(int_part + 1, None), _FRACTION))
     smaller = Concat((numerals(0, int_part - 1), _FRACTION)) if int_part else EMPTY_LANGUAGE
-    plain = _alt([bigger if op in ("ge", "gt") else smaller,
-                  Concat((literal(whole), _fraction_cmp(frac, op)))])
-    zero_with_exponent = Concat((literal("0"), _ZERO_FRACTION, _EXPONENT))
-    return _alt([plain, _scientific(c, op)] + ([zero_with_exponent] if op in ("le", "lt") else []))
-
-
-def _scientific(c: Decimal, op: str) -> Node:
-    """Normalised scientific texts ``d[.ddd]e±k`` (d ≠ 0) with value ``op c`` (c > 0)."""
-    _, digits, exponent = c.normalize().as_tuple()
-    magnitude = len(digits) - 1 + int(exponent)
-    lead, rest = digits[0], "".join(map(str, digits[1:]))
-    mantissa_any = Concat((_NONZERO, _FRACTION))
-    if op in ("ge", "gt"):
-        mantissa = _alt([Concat((_digits(lead + 1, 9), _FRACTION)),
-                         Concat((literal(str(lead)), _fraction_cmp(rest, op)))])
-        far = _exponent_range(magnitude + 1, None)
-    else:
-        mantissa = _alt([Concat((_digits(1, lead - 1), _FRACTION)),
-                         Concat((literal(str(lead)), _fraction_cmp(rest, op)))])
-        far = _exponent_range(None, magnitude - 1)
-    return _alt([Concat((mantissa_any, _E, far)),
-                 Concat((mantissa, _E, _exponent_range(magnitude, magnitude)))])
-
-
-def _exponent_range(low: int | None, high: int | None) -> Node:
-    """Exponent digits (optional sign, leading zeros allowed) with value in the range."""
-    zeros = Repeat(literal("0"), 0, None)
-    parts: list[Node] = []
-    if high is None or high >= 0:
-        parts.append(Concat((Repeat(literal("+"), 0, 1), zeros,
-                             numerals(max(low, 0) if low is not None else 0, high))))
-    if low is None or low < 0:
-        high_abs = None if low is None else -low
-        low_abs = 1 if high is None or high >= 0 else -high
-        parts.append(Concat((_MINUS, zeros, numerals(low_abs, high_abs))))
-    if (low is None or low <= 0) and (high is None or high >= 0):
-        parts.append(Concat((_MINUS, Repeat(literal("0"), 1, None))))
-    return _alt(parts)
+    return alternation([bigger if op in ("ge", "gt") else smaller,
+                 Concat((literal(whole), _fraction_cmp(frac, op)))])
 
 
 def _fraction_cmp(f: str, op: str) -> Node:
@@ -314,7 +234,7 @@ def _fraction_cmp(f: str, op: str) -> Node:
     options: list[Node] = []
     for i, ch in enumerate(f):
         d = int(ch)
-        other = _digits(d + 1, 9) if op in ("ge", "gt") else _digits(0, d - 1)
+        other = digits(d + 1, 9) if op in ("ge", "gt") else digits(0, d - 1)
         options.append(Concat((literal(f[:i]) if i else EMPTY, other, any_digits)))
     if op == "ge":
         options.append(Concat((literal(f), any_digits)))
@@ -324,14 +244,49 @@ def _fraction_cmp(f: str, op: str) -> Node:
         options += [literal(f[:j]) for j in range(1, len(f))]
         if op == "le":
             options.append(Concat((literal(f), Repeat(literal("0"), 0, None))))
-    after_dot = Concat((dot, _alt(options)))
+    after_dot = Concat((dot, alternation(options)))
     return after_dot if op in ("ge", "gt") else Alternate((EMPTY, after_dot))
 
 
 # -- multipleOf ----------------------------------------------------------------------------
-def _multiple_automaton(divisor: int, scale: int, location: str) -> Automaton:
-    """Plain number texts (sign, digits, optional fraction) whose value times ``10**scale``
-    is an integer divisible by ``divisor``: the digits read modulo ``divisor``.
+def _multiples(step: Decimal, location: str) -> Dfa:
+    """The DFA of the number texts (any spelling) whose value is a multiple of ``step > 0``
+    (cached: one divisor recurs across a schema's properties and across schemas)."""
+    try:
+        return _multiples_dfa(step.normalize())
+    except CompileError as e:
+        raise type(e)(e.message, location=location) from None
+
+
+@lru_cache(maxsize=64)
+def _multiples_dfa(step: Decimal) -> Dfa:
+    _, step_digits, exponent = step.as_tuple()
+    divisor, scale = int("".join(map(str, step_digits))), -int(exponent)
+    twos = fives = 0
+    while divisor % 2 ** (twos + 1) == 0:
+        twos += 1
+    while divisor % 5 ** (fives + 1) == 0:
+        fives += 1
+    # past this window a short mantissa is a multiple iff only its digits' residue says so
+    low, high = -scale - MANTISSA_DIGITS, MANTISSA_DIGITS - scale + max(twos, fives)
+    return to_dfa(alternation([_plain_multiples(divisor, scale), exponent_forms(
+        lambda k: _plain_multiples(divisor, scale + k), low, high)]))
+
+
+def _plain_multiples(divisor: int, scale: int) -> Node:
+    """Plain texts whose value is a multiple of ``divisor * 10**-scale``; for a negative
+    scale, multiples of ``divisor`` followed by ``-scale`` zeros (and zero itself)."""
+    if scale >= 0:
+        return _multiple_automaton(divisor, scale)
+    return alternation([Concat((_multiple_automaton(divisor, 0, fraction=False),
+                         literal("0" * -scale), _ZERO_FRACTION)),
+                 Concat((Repeat(_MINUS, 0, 1), literal("0"), _ZERO_FRACTION))])
+
+
+def _multiple_automaton(divisor: int, scale: int, *, fraction: bool = True) -> Automaton:
+    """Plain number texts (sign, digits, optional fraction unless ``fraction`` is False)
+    whose value times ``10**scale`` is an integer divisible by ``divisor``: the digits read
+    modulo ``divisor``.
 
     States: 0 start, 1 after ``-``, ``2 + r`` integer part with remainder r, then for
     ``j`` = 0..scale fraction digits read, ``base_j + r``; digits past ``scale`` must be 0.
@@ -339,7 +294,7 @@ def _multiple_automaton(divisor: int, scale: int, location: str) -> Automaton:
     n_states = 2 + divisor * (scale + 2)
     if n_states > MAX_MULTIPLE_STATES:
         raise CompileError(f"multipleOf {divisor}e-{scale} needs {n_states} automaton states "
-                           f"(more than {MAX_MULTIPLE_STATES})", location=location)
+                           f"(more than {MAX_MULTIPLE_STATES})")
     r = np.arange(divisor)
     d = np.arange(10)
     nxt = (10 * r[:, None] + d[None, :]) % divisor  # (divisor, 10)
@@ -365,6 +320,9 @@ def _multiple_automaton(divisor: int, scale: int, location: str) -> Automaton:
     for j in range(scale + 1):
         accepting += [frac_base[j] + x for x in range(divisor)
                       if x * 10 ** (scale - j) % divisor == 0]
+    if not fraction:  # no '.' edge: the fraction states are unreachable, none accepts
+        edges = edges[:3]
+        accepting = accepting[:sum(1 for x in range(divisor) if x * 10 ** scale % divisor == 0)]
     all_edges = np.concatenate(edges).astype(np.int32)
     all_edges.flags.writeable = False
-    return Automaton(n_states, all_edges, 0, tuple(sorted(accepting)), location)
+    return Automaton(n_states, all_edges, 0, tuple(sorted(accepting)))

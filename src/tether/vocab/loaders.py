@@ -141,7 +141,11 @@ def _sniff(path: Path) -> str:
     first = head.split(b"\n", 1)[0].split(b" ")
     if len(first) == 2 and first[1].strip().isdigit():
         return "tiktoken"
-    return "sentencepiece"
+    if head[:1] == b"\x0a":  # a ModelProto's first field: the repeated pieces
+        return "sentencepiece"
+    raise VocabularyError(f"{path}: not a tokenizer file (expected tokenizer.json, a "
+                          "*.tiktoken file, a SentencePiece *.model or a *.gguf; the "
+                          "content looks like none of them)")
 
 
 # -- tokenizer objects ------------------------------------------------------------------------
