@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+import time
 
 import pytest
-from test_cli import run_cli
+from test_cli import SRC, run_cli
 
 import tether
 from tether.cli import _byte_vocabulary, main
@@ -14,6 +18,8 @@ from tether.sampling import Pipeline
 from tether.session import decider
 
 BYTES = _byte_vocabulary()
+_ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(
+    [SRC, *filter(None, [os.environ.get("PYTHONPATH")])]))
 
 
 @pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
@@ -54,3 +60,131 @@ def test_cli_generation_settings_are_checked(args: list[str]) -> None:
     proc = run_cli("generate", "--regex", "[a-z]+", *args, "x")
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and "tether: error:" in proc.stderr
+
+
+# -- the reproductions -------------------------------------------------------------
+def _nested_objects(depth: int) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+def test_deep_schema_documents_are_refused_with_a_pointer() -> None:
+    deep = _nested_objects(500)  # 1000 nested JSON objects: past Python's json recursion
+    with pytest.raises(tether.LimitExceeded) as e:
+        tether.JsonSchema(deep)
+    assert str(e.value.location).startswith("/properties/a/properties/a")
+    text = "{" + '"not": {' * 600 + "}" * 601
+    with pytest.raises(tether.LimitExceeded) as e:
+        tether.JsonSchema(text)
+    assert e.value.location == "1:2049"  # the 257th brace: 1 + 8 * 256
+
+
+def test_deep_schema_file_in_the_cli(tmp_path, capsys) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text('{"properties": {"a": ' * 400 + "{}" + "}}" * 400)
+    assert main(["check", "--schema", str(path), "--text", "{}"]) == 2
+    assert "nests deeper than" in capsys.readouterr().err
+
+
+def test_deeply_nested_regex_groups_are_a_limit_at_their_column(capsys) -> None:
+    pattern = "(" * 300 + "a" + ")" * 300
+    with pytest.raises(tether.LimitExceeded) as e:
+        tether.compile(tether.Regex(pattern), BYTES)
+    assert e.value.location == 101
+    assert main(["check", "--regex", pattern, "a"]) == 2
+    assert "groups nest deeper than 100 at column 101" in capsys.readouterr().err
+    assert tether.compile(tether.Regex("(" * 99 + "a" + ")" * 99), BYTES).check("a").matches
+
+
+def test_check_survives_closed_and_binary_stdin() -> None:
+    closed = subprocess.run([sys.executable, "-m", "tether", "check", "--regex", "[a-z]+"],
+                            stdin=subprocess.DEVNULL, capture_output=True, env=_ENV)
+    assert closed.returncode == 1  # empty input: does not match
+    binary = subprocess.run([sys.executable, "-m", "tether", "check", "--regex", "[a-z]+"],
+                            input=bytes(range(256)), capture_output=True, env=_ENV)
+    assert binary.returncode == 1 and b"Traceback" not in binary.stderr
+    assert b"fails at byte 0" in binary.stdout
+    no_stdin = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.stdin.close(); sys.stdin = None; "
+         "from tether.cli import main; sys.exit(main(['check', '--regex', 'a']))"],
+        capture_output=True, env=_ENV)
+    assert no_stdin.returncode == 2 and b"stdin is closed" in no_stdin.stderr
+
+
+def test_check_survives_a_full_or_closed_stdout() -> None:
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "tether", "check", "--regex", "a", "a"],
+                              stdout=full, stderr=subprocess.PIPE, env=_ENV)
+    assert done.returncode == 2 and b"No space left" in done.stderr
+    assert b"Traceback" not in done.stderr
+    closed = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.stdout = None; "
+         "from tether.cli import main; sys.exit(main(['check', '--regex', 'a', 'a']))"],
+        capture_output=True, env=_ENV)
+    assert closed.returncode == 2 and b"stdout is closed" in closed.stderr
+
+
+def test_a_bug_is_one_line_and_exit_3(monkeypatch, capsys) -> None:
+    def broken(*_args, **_kwargs):
+        raise KeyError("boom")
+
+    monkeypatch.setattr("tether.cli.compile_constraint", broken)
+    assert main(["check", "--regex", "a", "a"]) == 3
+    err = capsys.readouterr().err
+    assert "This is a bug in tether" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("schema", "text"), [
+    ({"type": "number", "multipleOf": 0.5}, "1e2"),
+    ({"type": "number", "multipleOf": 0.5}, "15e-1"),
+    ({"type": "number", "multipleOf": 1e-300}, "1e-300"),
+    ({"type": "number", "maximum": 1e200}, "5"),
+])
+def test_numbers_answer_as_jsonschema(schema, text) -> None:
+    assert tether.compile(tether.JsonSchema(schema), BYTES).check(text).matches
+
+
+def test_check_names_the_missing_required_property(tmp_path, capsys) -> None:
+    path = tmp_path / "person.json"
+    path.write_text('{"type": "object", "properties": {"name": {"type": "string", '
+                    '"minLength": 1}, "age": {"type": "integer"}}, "required": ["name", "age"]}')
+    assert main(["check", "--schema", str(path), "--text", '{"name": "x"}']) == 1
+    out = capsys.readouterr().out
+    assert "schema at /required: missing 'age'" in out
+    assert "/properties/name" not in out and "inside:" not in out
+
+
+def test_check_shows_a_window_of_a_long_input(capsys) -> None:
+    text = "a" * 20_000 + "1" + "b" * 20_000
+    assert main(["check", "--regex", "[a-z]+", text]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert all(len(line) < 100 for line in lines[:3])
+    assert lines[2].index("^") == lines[1].index("1")
+
+
+def test_a_huge_enum_is_refused_at_once_at_its_pointer() -> None:
+    schema = {"enum": [f"value-{i:05d}-" + "x" * 200 for i in range(20_000)]}
+    started = time.perf_counter()
+    with pytest.raises(tether.LimitExceeded) as e:
+        tether.compile(tether.JsonSchema(schema), BYTES)
+    assert e.value.location == "/enum" and "20000 values" in str(e.value)
+    assert time.perf_counter() - started < 10
+
+
+def test_an_unknown_file_is_not_read_as_sentencepiece(tmp_path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("hello notes\n")
+    with pytest.raises(tether.VocabularyError, match="not a tokenizer file"):
+        tether.Vocabulary.from_file(notes)
+
+
+def test_a_first_run_says_numba_is_compiling(tmp_path) -> None:
+    env = dict(_ENV, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    done = subprocess.run([sys.executable, "-c", "import tether"], capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert "first run" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    again = subprocess.run([sys.executable, "-c", "import tether"], capture_output=True,
+                           text=True, env=env, timeout=600)
+    assert again.stderr == ""

@@ -72,13 +72,14 @@ class _Builder:
         self.max_states = max_states
         self.source = source
         self.where = 1  # column of the node being built, for the size error
+        self.repeats = 0  # counted repetitions around the node being built
         # Per copied automaton with exceptions, by its first NFA state: the automaton's
         # state each of its NFA states stands for.
         self.copied_states: dict[int, np.ndarray] = {}
 
     def new(self) -> int:
         if len(self.edges) >= self.max_states:
-            raise self.too_large("a counted repetition is too large")
+            raise self.too_large(self.size_reason())
         self.edges.append([])
         self.eps.append([])
         return len(self.edges) - 1
@@ -123,6 +124,7 @@ class _Builder:
     def repeat(self, node: Repeat) -> tuple[int, int]:
         outer = self.where
         self.where = node.pos
+        self.repeats += 1
         start = end = self.new()
         for _ in range(node.min):
             s, e = self.build(node.item)
@@ -143,7 +145,11 @@ class _Builder:
             self.eps[end].append(final)
             end = final
         self.where = outer
+        self.repeats -= 1
         return start, end
+
+    def size_reason(self) -> str:
+        return "a counted repetition is too large" if self.repeats else "it is too long"
 
     def too_large(self, why: str) -> LimitExceeded:
         return LimitExceeded(f"the pattern needs more than {self.max_states} automaton states "
@@ -186,7 +192,7 @@ class _Builder:
         n_local, rows = _charset_rows(node.ranges)
         base = len(self.edges)
         if base + n_local > self.max_states:
-            raise self.too_large("a counted repetition is too large")
+            raise self.too_large(self.size_reason())
         self.edges.extend([[(lo, hi, base + dst) for lo, hi, dst in row] for row in rows])
         self.eps.extend([[] for _ in rows])
         return base, base + 1

@@ -1034,6 +1034,13 @@ class _RuleBuilder(_Builder):
         self.calls: dict[int, list[tuple[int, int]]] = {}
         self.owner = ""  # the rule being built
 
+    def too_large(self, why: str) -> LimitExceeded:
+        """Located at the rule being built: its schema pointer, else its name."""
+        where = self.pda.grammar.where.get(self.owner)
+        return LimitExceeded(f"the grammar needs more than {self.max_states} automaton states "
+                             f"({why})", location=where if where is not None
+                             else f"rule {self.owner!r}", source=self.source)
+
     def build(self, node):  # type: ignore[override]
         if isinstance(node, Ref | AnyOrder):
             rule = (self.rule_index[node.name] if isinstance(node, Ref)

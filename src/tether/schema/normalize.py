@@ -14,6 +14,7 @@ Results are memoized per node; values inside arrays and objects stay unexpanded
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -43,7 +44,20 @@ from tether.schema.shapes import (
 )
 
 MAX_NODE_DEPTH = 200  # combinators nested at one instance position ($ref chains…)
+MAX_ENUM_TEXT = 200_000  # bytes of JSON text an enum's values spell, all together
 _TYPES = {"null", "boolean", "integer", "number", "string", "array", "object"}
+
+def _check_enum_size(values: list[Any], where: str) -> None:
+    """An enum spells each value as a literal (one automaton state per byte): refuse, at
+    once, one whose values spell more than :data:`MAX_ENUM_TEXT` bytes."""
+    size = 0
+    for value in values:
+        size += len(json.dumps(value, ensure_ascii=False).encode())
+        if size > MAX_ENUM_TEXT:
+            raise LimitExceeded(f"the enum's {len(values)} values spell more than "
+                                f"{MAX_ENUM_TEXT} bytes of JSON (each byte is an automaton "
+                                "state); use a pattern or a smaller enum", location=where)
+
 
 class Normalizer:
     """Turns schema nodes into unions of shapes (see the module docstring)."""
@@ -174,6 +188,7 @@ class Normalizer:
                 raise CompileError("enum must be an array", location=join(where, "enum"))
             if not values:
                 return Union((), ("enum is empty", join(where, "enum")))
+            _check_enum_size(values, join(where, "enum"))
             out = self._and(out, Union(tuple(lit(values))), join(where, "enum"))
         return out
 

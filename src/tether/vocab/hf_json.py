@@ -116,6 +116,8 @@ def _read_json(path: Path) -> Any:
     except json.JSONDecodeError as e:
         raise VocabularyError(f"{path}: invalid JSON at line {e.lineno} column {e.colno} "
                               f"(byte offset {e.pos}): {e.msg}") from e
+    except RecursionError:
+        raise VocabularyError(f"{path}: the JSON nests too deeply for a tokenizer file") from None
 
 
 def _add_sibling_eos(folder: Path, table: TokenTable) -> None:
@@ -139,7 +141,7 @@ def _optional_json(path: Path) -> Any:
         return None
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None  # a broken side file only loses an optional hint
 
 
