@@ -20,6 +20,7 @@ import numpy as np
 from tether.engine import bitmask
 from tether.errors import ConstraintViolation, TetherError
 from tether.vocab import Vocabulary
+from tether.vocab.vocabulary import token_index
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class Matcher(ABC):
     def consume(self, token_id: int) -> None:
         """Advance on ``token_id``; raise :class:`ConstraintViolation` (state unchanged)
         if it is not allowed. An end-of-generation token stops the matcher."""
-        token_id = int(token_id)
+        token_id = token_index(token_id)
         if self._stopped:
             raise ConstraintViolation("the matcher has already consumed end of generation",
                                       token=token_id)

@@ -66,6 +66,7 @@ from numba import njit
 from tether.automata.shortest import INF
 from tether.engine import bitmask
 from tether.engine.regular import PRECOMPUTE_STATES, SATURATION, RegularCompiled
+from tether.errors import LimitExceeded
 from tether.grammar.pda import BOTTOM, MAX_STACK_NODES, FrameParts, PushdownAutomaton
 from tether.vocab import Vocabulary
 
@@ -74,6 +75,7 @@ MAX_SUBFRAME_BYTES = 96 << 20  # masks and node sets held by the (frame, trie no
 MAX_SUBFRAME_KEY = 1024  # trie nodes beyond which a subtree walk is keyed by a fingerprint
 MAX_SHARED_FRAMES = 4096  # leaf-rule frames shared by every grammar of a process
 MAX_COMPOSING = 200  # compositions nested at most; deeper frames are walked
+MAX_COMPOSED_PER_MASK = 20_000  # parser states one mask may compose (ambiguity's bound)
 
 Frame = tuple[np.ndarray, np.ndarray, bool]  # inner mask, trie nodes where it ends, at once
 
@@ -166,6 +168,7 @@ class PushdownCompiled(RegularCompiled):
         # Masks of parent states a composition needs are computed first, deepest first,
         # without recursion (stacks can be deep).
         pending = [state]
+        composed = 0
         while pending:
             top = pending[-1]
             needed = [p for p in self._parents_needed(top) if p not in self._masks]
@@ -174,6 +177,12 @@ class PushdownCompiled(RegularCompiled):
                 continue
             pending.pop()
             if top not in self._masks:
+                composed += 1
+                if composed > MAX_COMPOSED_PER_MASK:
+                    raise LimitExceeded(
+                        f"the grammar is too ambiguous here: one mask needs more than "
+                        f"{MAX_COMPOSED_PER_MASK} parser states (after "
+                        f"{self.pda.rules_at(state)[:3]})")
                 self._store(top, self._compose(top), started)
                 started = time.perf_counter()
         return self.state_mask(state)

@@ -34,7 +34,7 @@ from itertools import accumulate
 import numpy as np
 
 from tether import bits
-from tether.errors import NoLegalContinuation
+from tether.errors import NoLegalContinuation, TetherError
 from tether.sampling import _kernels
 
 WINDOW_MIN = 16384  # rows shorter than this are always materialised in full
@@ -73,7 +73,7 @@ class Context:
         if words is None:
             mask, feasible = None, x.shape[0]
         else:
-            words = np.ascontiguousarray(words, dtype=np.uint32).reshape(-1)
+            words = mask_words(words, x.shape[0])
             mask, feasible = bits.flags(words, x.shape[0])
         tops, peak, legal_peak, has_nan = _summary(x, _everything(x.shape[0]) if mask is None
                                                    else mask)
@@ -210,6 +210,32 @@ class Outside:
         out = self.allowed[ids].view(bool) & (raw < np.float32(self.cut))  # NaN: never
         weights = np.exp(raw[out] * np.float32(self.scale) - np.float32(shift))
         return ids[out], weights
+
+
+def mask_words(mask: np.ndarray, size: int) -> np.ndarray:
+    """``mask`` as the packed uint32 words of a row of ``size`` logits (tether's
+    :class:`~tether.Bitmask` layout: bit ``i % 32`` of word ``i // 32``). A mask shorter
+    than the row (a model head padded past the vocabulary) disallows the ids it does not
+    cover; a bool array is packed. A mask allowing an id past the row, or of another
+    dtype, is a :class:`TetherError` naming ``mask``."""
+    mask = np.asarray(mask)
+    if mask.dtype == bool:
+        mask = np.packbits(mask.reshape(-1), bitorder="little")
+        mask = np.concatenate([mask, np.zeros(-mask.size % 4, dtype=np.uint8)]).view(np.uint32)
+    elif not np.issubdtype(mask.dtype, np.integer):
+        raise TetherError(f"mask: expected uint32 words or bools, not {mask.dtype}")
+    words = np.zeros((size + 31) // 32, dtype=np.uint32)
+    given = np.asarray(mask, dtype=np.uint32).reshape(-1)
+    kept = min(given.size, words.size)
+    words[:kept] = given[:kept]
+    if size % 32:
+        words[-1] &= np.uint32((1 << (size % 32)) - 1)
+    beyond = given[kept:].any() or (
+        size % 32 and given.size >= words.size and given[words.size - 1] != words[-1])
+    if beyond:
+        raise TetherError(f"mask: it allows token ids past the {size} logits (a mask for a "
+                          "larger vocabulary?)")
+    return words
 
 
 class Row:

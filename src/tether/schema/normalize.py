@@ -408,9 +408,10 @@ def _types(s: dict, where: str) -> list[str]:
         if not isinstance(names, list) or not names:
             raise CompileError("type must be a string or a non-empty array",
                                location=join(where, "type"))
-        for name in names:
-            if name not in _TYPES:
-                raise CompileError(f"unknown type {name!r}", location=join(where, "type"))
+        for k, name in enumerate(names):
+            if not isinstance(name, str) or name not in _TYPES:
+                raise CompileError(f"unknown type {name!r}",
+                                   location=join(where, "type") + (f"/{k}" if t is names else ""))
         kinds = list(dict.fromkeys(names))
         if s.get("nullable") is True and "null" not in kinds:
             kinds.append("null")

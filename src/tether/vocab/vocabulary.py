@@ -11,6 +11,7 @@ Loaders for tokenizer files and tokenizer objects live in :mod:`tether.vocab.loa
 from __future__ import annotations
 
 import hashlib
+import operator
 from collections.abc import Iterable, Sequence
 from functools import cached_property
 from os import PathLike
@@ -182,7 +183,7 @@ class Vocabulary:
 
     # -- helpers ----------------------------------------------------------------------
     def _check(self, token_id: int) -> int:
-        i = int(token_id)
+        i = token_index(token_id)
         if not 0 <= i < self.size:
             raise TokenIdError(f"token id {token_id} is outside the vocabulary (size {self.size})")
         return i
@@ -196,3 +197,14 @@ class Vocabulary:
     def __repr__(self) -> str:
         label = f" {self.name!r}" if self.name else ""
         return f"<Vocabulary{label} size={self.size} eos={sorted(self.eos_ids)}>"
+
+
+def token_index(value: Any) -> int:
+    """``value`` as a token id: an ``int`` or numpy integer (not a bool, a float or a
+    string, which would silently name another token); else a :class:`TokenIdError`."""
+    if isinstance(value, bool | np.bool_):
+        raise TokenIdError(f"a token id must be an integer, not {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TokenIdError(f"a token id must be an integer, not {value!r}") from None
