@@ -62,7 +62,9 @@ class ModelError(TetherError):
 
 
 def _where(location: str | int) -> str:
-    return f"column {location}" if isinstance(location, int) else str(location)
+    if isinstance(location, int):
+        return f"column {location}"
+    return location or "/ (the whole schema)"  # "" is the root's JSON pointer
 
 
 class TokenIdError(TetherError, IndexError):

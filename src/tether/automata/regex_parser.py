@@ -122,10 +122,20 @@ class _Parser:
     def parse_concat(self) -> Node:
         start = self.i
         items: list[Node] = []
+        last: tuple[Node, int, int] | None = None  # the last atom, its column, its end
         while self.i < len(self.p) and self.peek() not in "|)":
             atom_at = self.i
+            if self.p.startswith("(?#", atom_at):  # a comment: as if it were not there,
+                self.parse_group()  # so a quantifier after it repeats the atom before it
+                if last is not None and last[2] == len(items) and \
+                        self.read_quantifier_ahead():
+                    atom, at, _ = last
+                    items[-1] = self.parse_quantifiers(atom, at)
+                continue
             atom = self.parse_atom()
-            items.append(self.parse_quantifiers(atom, atom_at))
+            quantified = self.parse_quantifiers(atom, atom_at)
+            items.append(quantified)
+            last = (atom, atom_at, len(items)) if quantified is atom else None
         if len(items) == 1:
             return items[0]
         return Concat(tuple(items), start + 1)
@@ -148,6 +158,13 @@ class _Parser:
                 raise self.unsupported("possessive quantifier", self.i)
             atom = Repeat(atom, lo, hi, atom_at + 1)
             repeated = True
+
+    def read_quantifier_ahead(self) -> bool:
+        """Whether a quantifier starts at ``self.i`` (nothing is read)."""
+        at = self.i
+        found = self.read_quantifier() is not None
+        self.i = at
+        return found
 
     def read_quantifier(self) -> tuple[int, int | None] | None:
         ch = self.peek()

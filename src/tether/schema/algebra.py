@@ -173,7 +173,7 @@ def _arrays(a: Arr, b: Arr) -> Arr | Empty:
     if hi is not None and lo > hi:
         return Empty(f"minItems {lo} > maxItems {hi}")
     out = Arr(prefix, a.items | b.items, lo, hi, a.contains + b.contains, a.unique or b.unique)
-    for i in range(lo):
+    for i in range(min(lo, len(prefix) + 1)):  # past the prefix every item is `items`
         if _never(_at(out, i)):
             return Empty(f"item {i} is required (minItems {lo}) but no value is allowed there")
     return out

@@ -55,9 +55,8 @@ def _unsigned_interval(lower: tuple[Decimal, bool] | None,
                        upper: tuple[Decimal, bool] | None) -> Node:
     """Unsigned exponent-form texts, non-zero mantissa, value within ``(bound, open)``
     limits (each positive, or None)."""
-    if lower is None and upper is None:
-        return alternation([Concat((_mantissa(m, _ANY_SIGNIFICAND), _E, exponent_range(None, None)))
-                            for m in _MAGNITUDES])
+    if lower is None and upper is None:  # every non-zero value: no magnitude matters
+        return Concat((_NONZERO_MANTISSA, _E, exponent_range(None, None)))
     lo_mag = lower[0].adjusted() if lower else None
     hi_mag = upper[0].adjusted() if upper else None
     lo_sig = _significand_cmp(lower[0], "gt" if lower[1] else "ge") if lower else None
@@ -182,21 +181,21 @@ def numerals(low: int, high: int | None) -> Node:
             return parts[0]
     a = str(low)
     if high is None:
-        parts += [same_length(a, "9" * len(a)),
+        parts += [_same_length(a, "9" * len(a)),
                   Concat((_NONZERO, Repeat(_DIGIT, len(a), None)))]
         return alternation(parts)
     b = str(high)
     if len(a) == len(b):
-        parts.append(same_length(a, b))
+        parts.append(_same_length(a, b))
     else:
-        parts.append(same_length(a, "9" * len(a)))
+        parts.append(_same_length(a, "9" * len(a)))
         if len(b) - len(a) >= 2:
             parts.append(Concat((_NONZERO, Repeat(_DIGIT, len(a), len(b) - 2))))
-        parts.append(same_length("1" + "0" * (len(b) - 1), b))
+        parts.append(_same_length("1" + "0" * (len(b) - 1), b))
     return alternation(parts)
 
 
-def same_length(x: str, y: str) -> Node:
+def _same_length(x: str, y: str) -> Node:
     """Digit strings of ``len(x)`` between ``x`` and ``y`` (``x <= y``, equal lengths)."""
     if x == y:
         return literal(x)
@@ -253,3 +252,6 @@ def _short_mantissa() -> Node:
 SHORT_MANTISSA = _short_mantissa()
 _MAGNITUDES = range(-MANTISSA_DIGITS, MANTISSA_DIGITS + 1)
 _ANY_SIGNIFICAND = Concat((_NONZERO, Repeat(_DIGIT, 0, None)))
+_NONZERO_MANTISSA = Alternate((
+    Concat((_ANY_SIGNIFICAND, Repeat(Concat((literal("."), Repeat(_DIGIT, 1, None))), 0, 1))),
+    Concat((literal("0."), Repeat(_DIGIT, 0, None), _ANY_SIGNIFICAND))))

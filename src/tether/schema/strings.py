@@ -422,7 +422,7 @@ def count_characters(dfa: Dfa, low: int, high: int | None, *,
     first = np.zeros(n, dtype=bool)
     first[dfa.start] = True
     reach = [within(first)]
-    for _ in range(top):
+    for _ in range(min(top, MAX_STRING_STATES + 1)):
         prev = reach[-1]
         if len(reach) >= 2 and reach[-2] is prev:
             reach.append(prev)
@@ -431,6 +431,13 @@ def count_characters(dfa: Dfa, low: int, high: int | None, *,
         reach.append(prev if (nxt == prev).all() else nxt)
         if not nxt.any():
             break
+    if reach[-1].any() and top > MAX_STRING_STATES:  # every count up to `top` is a state
+        shown = f"{top:,}" if top < 10**12 else f"{top:.3e}"
+        raise LimitExceeded(f"a length bound of {shown} needs more than {MAX_STRING_STATES:,} "
+                            "automaton states", location=location)
+    if not reach[-1].any():  # no string is longer: a larger bound changes nothing
+        top = min(top, len(reach) - 1)
+        loops = False
     reach += [reach[-1]] * (top + 1 - len(reach))
     if loops:
         while True:
