@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 from test_cli import SRC, run_cli
 
@@ -188,3 +190,67 @@ def test_a_first_run_says_numba_is_compiling(tmp_path) -> None:
     again = subprocess.run([sys.executable, "-c", "import tether"], capture_output=True,
                            text=True, env=env, timeout=600)
     assert again.stderr == ""
+
+
+# -- what the fuzz campaign found ------------------------------------------------------------
+def test_a_mask_of_the_wrong_shape_is_refused_or_packed() -> None:
+    """A bool mask used to overrun a numba buffer (heap corruption)."""
+    from tether.sampling import parse_program
+
+    logits = np.zeros(32, dtype=np.float32)
+    program = parse_program("sample")
+    bools = np.zeros(32, dtype=bool)
+    bools[[3, 7]] = True
+    for seed in range(5):
+        step = program.sample(logits, bools, rng=np.random.default_rng(seed))
+        assert step.token in (3, 7)
+    with pytest.raises(tether.TetherError, match="mask"):
+        program.sample(logits, np.ones(3, dtype=np.uint32))  # allows ids past the row
+    with pytest.raises(tether.TetherError, match="mask"):
+        program.sample(logits, np.ones(1, dtype=np.float32))
+
+
+@pytest.mark.parametrize("token", [None, "a", 1.5, True])
+def test_a_token_id_must_be_an_integer(token) -> None:
+    m = tether.compile(tether.Regex("[a-c]+"), BYTES).matcher()
+    with pytest.raises(tether.TokenIdError):
+        m.consume(token)
+    m.consume(np.int64(97))
+    assert m.generated_bytes == b"a"
+
+
+def test_a_comment_does_not_take_the_quantifier() -> None:
+    compiled = tether.compile(tether.Regex(r"\.(?#three dots){3}"), BYTES)
+    assert compiled.check("...").matches and not compiled.check(".").matches
+
+
+@pytest.mark.parametrize("schema", [{"maxLength": 1e200}, {"type": "string", "minLength": 10**30},
+                                    {"type": "array", "minItems": 10**20}])
+def test_huge_counts_are_refused_quickly(schema) -> None:
+    started = time.perf_counter()
+    with pytest.raises(tether.LimitExceeded):
+        tether.compile(tether.JsonSchema(schema), BYTES)
+    assert time.perf_counter() - started < 5
+
+
+def test_a_finite_string_language_ignores_a_huge_max_length() -> None:
+    schema = {"type": "string", "pattern": "^a{0,3}$", "maxLength": 10**9}
+    assert tether.compile(tether.JsonSchema(schema), BYTES).check('"aaa"').matches
+
+
+def test_a_type_list_with_a_non_string_names_its_place() -> None:
+    with pytest.raises(tether.CompileError) as e:
+        tether.compile(tether.JsonSchema({"type": ["string", ["x"]]}), BYTES)
+    assert e.value.location == "/type/1"
+
+
+def test_a_highly_ambiguous_grammar_is_bounded() -> None:
+    grammar = tether.Grammar('root ::= e\ne ::= e e | e "+" e | "(" e ")" | [a-z]')
+    m = tether.compile(grammar, BYTES).matcher()
+    text = b"ab(c+d)e" * 40
+    started = time.perf_counter()
+    with contextlib.suppress(tether.LimitExceeded):  # "too ambiguous here", or it fits
+        for b in text:
+            m.mask()
+            m.consume(b)
+    assert time.perf_counter() - started < 60

@@ -75,7 +75,7 @@ MAX_SUBFRAME_BYTES = 96 << 20  # masks and node sets held by the (frame, trie no
 MAX_SUBFRAME_KEY = 1024  # trie nodes beyond which a subtree walk is keyed by a fingerprint
 MAX_SHARED_FRAMES = 4096  # leaf-rule frames shared by every grammar of a process
 MAX_COMPOSING = 200  # compositions nested at most; deeper frames are walked
-MAX_COMPOSED_PER_MASK = 20_000  # parser states one mask may compose (ambiguity's bound)
+MAX_COMPOSED_PER_MASK = 1_000  # parser states one mask may compose (ambiguity's bound)
 
 Frame = tuple[np.ndarray, np.ndarray, bool]  # inner mask, trie nodes where it ends, at once
 
