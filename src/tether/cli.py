@@ -379,10 +379,11 @@ WINDOW = 40  # characters shown on each side of a failure
 
 def _window(line: str, column: int) -> tuple[str, int]:
     """The part of ``line`` around ``column`` (at most 2·WINDOW characters, elided with
-    ``…``) and the caret's position in it."""
+    ``…``, control characters shown as ``·``) and the caret's position in it."""
     start = max(0, column - WINDOW)
     end = min(len(line), column + WINDOW)
-    shown = ("…" if start else "") + line[start:end] + ("…" if end < len(line) else "")
+    piece = "".join(c if c.isprintable() else "·" for c in line[start:end])  # one for one
+    shown = ("…" if start else "") + piece + ("…" if end < len(line) else "")
     return shown, column - start + (1 if start else 0)
 
 
