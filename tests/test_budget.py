@@ -88,7 +88,9 @@ def test_bound_is_exact_on_small_automata(constraint) -> None:
     memo: dict = {}
     for state in states:
         exact = _min_tokens(compiled, state)
-        assert exact is not None
+        if exact is None:  # no completion in this vocabulary (``100`` of ``100e-2``: no e)
+            assert not any(compiled.completes_within(state, k) for k in range(8)), state
+            continue
         assert compiled.completion_tokens(state) >= exact
         for k in range(exact + 3):
             assert compiled.completes_within(state, k) == _brute_force(compiled, state, k,
