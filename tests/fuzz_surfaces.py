@@ -189,7 +189,7 @@ def mutate_schema(schema: Any, rng: random.Random) -> Any:
 
 
 def schema_surface(rng: random.Random) -> str:
-    if rng.random() < 0.8:
+    if SCHEMA_FILES and rng.random() < 0.8:  # (random schemas only, without the shared data)
         schema = json.loads(rng.choice(SCHEMA_FILES).read_text())
         schema = mutate_schema(schema, rng) if rng.random() < 0.9 else schema
     else:
