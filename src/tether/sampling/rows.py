@@ -224,15 +224,16 @@ def mask_words(mask: np.ndarray, size: int) -> np.ndarray:
         mask = np.concatenate([mask, np.zeros(-mask.size % 4, dtype=np.uint8)]).view(np.uint32)
     elif not np.issubdtype(mask.dtype, np.integer):
         raise TetherError(f"mask: expected uint32 words or bools, not {mask.dtype}")
-    words = np.zeros((size + 31) // 32, dtype=np.uint32)
     given = np.asarray(mask, dtype=np.uint32).reshape(-1)
+    words = np.zeros((size + 31) // 32, dtype=np.uint32)
     kept = min(given.size, words.size)
     words[:kept] = given[:kept]
-    if size % 32:
-        words[-1] &= np.uint32((1 << (size % 32)) - 1)
-    beyond = given[kept:].any() or (
-        size % 32 and given.size >= words.size and given[words.size - 1] != words[-1])
-    if beyond:
+    past_row = bool(given[kept:].any())
+    if size % 32 and kept == words.size:  # the last word's bits past the row
+        high = np.uint32((1 << (size % 32)) - 1)
+        past_row |= bool(words[-1] & ~high)
+        words[-1] &= high
+    if past_row:
         raise TetherError(f"mask: it allows token ids past the {size} logits (a mask for a "
                           "larger vocabulary?)")
     return words

@@ -139,18 +139,16 @@ def _point_after(sig: Dfa, whole: int) -> Node:
     return Automaton((fraction + 1) * n, table, sig.start, accepting)
 
 
-def exponent_forms(mantissas: Callable[[int], Node], low: int, high: int, *,
-                   tails: bool = True) -> Node:
-    """Texts ``M[eE]k`` with ``M`` in ``mantissas(k)`` for ``low <= k <= high``, and (when
-    ``tails``) in ``mantissas(low)`` / ``mantissas(high)``, short mantissas only, beyond."""
+def exponent_forms(mantissas: Callable[[int], Node], low: int, high: int) -> Node:
+    """Texts ``M[eE]k`` with ``M`` in ``mantissas(k)`` for ``low <= k <= high``, and in
+    ``mantissas(low)`` / ``mantissas(high)``, short mantissas only, beyond."""
     terms = [Concat((m, _E, exponent_range(k, k)))
              for k in range(low, high + 1) if not is_empty(m := mantissas(k))]
-    if tails:
-        for edge, beyond in ((low, exponent_range(None, low - 1)),
-                             (high, exponent_range(high + 1, None))):
-            short = intersect(mantissas(edge), SHORT_MANTISSA)
-            if not is_empty(short):
-                terms.append(Concat((short, _E, beyond)))
+    for edge, beyond in ((low, exponent_range(None, low - 1)),
+                         (high, exponent_range(high + 1, None))):
+        short = intersect(mantissas(edge), SHORT_MANTISSA)
+        if not is_empty(short):
+            terms.append(Concat((short, _E, beyond)))
     return alternation(terms)
 
 
