@@ -224,15 +224,18 @@ def mask_words(mask: np.ndarray, size: int) -> np.ndarray:
         mask = np.concatenate([mask, np.zeros(-mask.size % 4, dtype=np.uint8)]).view(np.uint32)
     elif not np.issubdtype(mask.dtype, np.integer):
         raise TetherError(f"mask: expected uint32 words or bools, not {mask.dtype}")
-    given = np.asarray(mask, dtype=np.uint32).reshape(-1)
-    words = np.zeros((size + 31) // 32, dtype=np.uint32)
-    kept = min(given.size, words.size)
-    words[:kept] = given[:kept]
+    given = np.ascontiguousarray(mask, dtype=np.uint32).reshape(-1)
+    n_words = (size + 31) // 32
+    if given.size == n_words:  # the usual case, per decision: no copy
+        words = given
+    else:
+        words = np.zeros(n_words, dtype=np.uint32)
+        words[:min(given.size, n_words)] = given[:n_words]
+    kept = min(given.size, n_words)
     past_row = bool(given[kept:].any())
-    if size % 32 and kept == words.size:  # the last word's bits past the row
+    if size % 32 and kept == n_words:  # the last word's bits past the row
         high = np.uint32((1 << (size % 32)) - 1)
         past_row |= bool(words[-1] & ~high)
-        words[-1] &= high
     if past_row:
         raise TetherError(f"mask: it allows token ids past the {size} logits (a mask for a "
                           "larger vocabulary?)")
