@@ -50,7 +50,7 @@ class Failure(Exception):
 @contextlib.contextmanager
 def time_limit(seconds: int) -> Iterator[None]:
     """Raise :class:`Failure` when the body runs longer than ``seconds``."""
-    def expire(signum, frame):  # noqa: ANN001
+    def expire(signum, frame):
         raise Failure(f"took longer than {seconds} s")
 
     previous = signal.signal(signal.SIGALRM, expire)
@@ -214,7 +214,7 @@ def schema_surface(rng: random.Random) -> str:
     return "accepted"
 
 
-def _validator(schema_json: str):  # noqa: ANN202
+def _validator(schema_json: str):
     """A ``jsonschema`` validator for the schema, or None where it is no reference:
     OpenAPI's ``nullable`` (tether reads it; jsonschema ignores it), or a schema
     jsonschema cannot use."""
@@ -231,7 +231,7 @@ def _validator(schema_json: str):  # noqa: ANN202
         return None
 
 
-def _dialect_gap(error) -> bool:  # noqa: ANN001
+def _dialect_gap(error) -> bool:
     """A pattern whose negated class (``\\D \\W \\S``) tether reads as ECMA-262 does and
     Python's ``re`` (jsonschema's engine) reads with Unicode classes."""
     return error.validator == "pattern" and bool(regex.search(r"\\[DWSB]", error.validator_value))
