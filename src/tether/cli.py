@@ -452,7 +452,7 @@ def _check_input(args: argparse.Namespace) -> bytes:
     """``--text``, else the file the argument names, else the argument itself, else stdin
     (bytes: a text that is not UTF-8 is checked as it is, and fails where it breaks)."""
     if args.text is not None:
-        return _argument_bytes(args.text)
+        return os.fsencode(args.text)  # the bytes the shell passed
     if args.input is None:
         if sys.stdin is None:
             raise TetherError("no text to check: stdin is closed (give TEXT or --text)")
@@ -466,12 +466,7 @@ def _check_input(args: argparse.Namespace) -> bytes:
             return Path(args.input).read_bytes()
         except OSError as e:
             raise TetherError(f"cannot read {args.input}: {e.strerror}") from None
-    return _argument_bytes(args.input)
-
-
-def _argument_bytes(arg: str) -> bytes:
-    """A command-line argument's bytes as the shell passed them (undecodable bytes kept)."""
-    return os.fsencode(arg)
+    return os.fsencode(args.input)
 
 
 def _describe_bytes(data: bytes, limit: int = 24) -> str:
