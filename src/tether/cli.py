@@ -1,5 +1,5 @@
-"""The ``tether`` command line (SPEC §10): ``generate``, ``explain``, ``check`` and
-``compile``.
+"""The ``tether`` command line (SPEC §10): ``generate``, ``explain``, ``check``,
+``compile`` and ``serve`` (an OpenAI-compatible server, docs/serving.md).
 
 ``generate`` writes only the generated text to stdout, streamed as it is produced;
 progress and the KL summary go to stderr (``--json`` prints one JSON result instead).
@@ -129,6 +129,20 @@ def _parser() -> argparse.ArgumentParser:
     source.add_argument("--vocab", default=None,
                         help="tokenizer.json, *.tiktoken, SentencePiece *.model or *.gguf")
     comp.set_defaults(run=_compile)
+
+    srv = commands.add_parser("serve", help="serve a model over an OpenAI-compatible HTTP API")
+    srv.add_argument("--model", default=None, help="a GGUF file (default: embedded SmolLM2)")
+    srv.add_argument("--host", default="127.0.0.1", help="address to listen on (default: "
+                     "%(default)s)")
+    srv.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    srv.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                     help="per-request limit, arrival to last token (default: 300)")
+    srv.add_argument("--max-requests", type=int, default=None, metavar="N",
+                     help="requests compiling, waiting or generating at once; one more "
+                          "gets HTTP 429 (default: 64)")
+    srv.add_argument("--max-body", type=int, default=None, metavar="BYTES",
+                     help="largest request body (default: 4 MiB)")
+    srv.set_defaults(run=_serve)
     return parser
 
 
@@ -491,6 +505,19 @@ def _compile(args: argparse.Namespace) -> int:
     for key, value in compiled.stats.items():
         print(f"{key}: {value:.6f}" if isinstance(value, float) else f"{key}: {value}")
     print(f"time to first mask: {first_mask * 1000:.1f} ms")
+    return EXIT_OK
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from tether.serve import serve
+
+    for name, value in (("--timeout", args.timeout), ("--max-requests", args.max_requests),
+                        ("--max-body", args.max_body)):
+        if value is not None and value <= 0:
+            raise TetherError(f"{name} must be > 0, not {value}")
+    _progress("loading model…")
+    serve(args.model, host=args.host, port=args.port, max_body=args.max_body,
+          timeout_s=args.timeout, capacity=args.max_requests)
     return EXIT_OK
 
 

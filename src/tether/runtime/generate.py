@@ -39,6 +39,7 @@ from tether.engine.matcher import Matcher
 from tether.errors import TetherError
 from tether.fusion import Domain, FusionConfig, Scorer
 from tether.runtime.embedded import embedded_model_path
+from tether.runtime.loop import ModelLoop
 from tether.sampling import DeterministicDecoder, Pipeline, Program, beam_search
 from tether.session.build import build_session, constraint_matcher, fused_domains
 from tether.session.deciders import DEFAULT_SAMPLING, Deterministic, decider
@@ -251,25 +252,14 @@ def _is_model(model: object) -> bool:
 
 
 class _ModelRun:
-    """The token loop: a :class:`~tether.session.Session` fed by the model, forced
-    tokens evaluated in one batch with the next forward pass."""
+    """The token loop (:class:`~tether.runtime.loop.ModelLoop`) run to the end."""
 
     def __init__(self, lm: Model, session: Session) -> None:
-        self.lm, self.session = lm, session
+        self.loop, self.session = ModelLoop(lm, session), session
         self.tokens, self.steps = session.tokens, session.steps
-        self.evaluated = 0  # tokens of the text the model has read
 
     def run(self, max_tokens: int, room: int) -> str:
-        session = self.session
-        while (stop := session.stop_reason()) is None:
-            if session.jump_forward():
-                continue
-            self.lm.eval(session.tokens[self.evaluated:])
-            self.evaluated = len(session.tokens)
-            stop = session.decide(self.lm.logits())
-            if stop is not None:
-                break
-        return stop
+        return self.loop.run()
 
     def text(self) -> str:
         return self.session.text()

@@ -14,7 +14,7 @@ small machine one thread is several times faster than two that compete.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,9 @@ class LlamaModel:
         self._llama_cpp = llama_cpp
         self.n_ctx: int = int(self.llama.n_ctx())
         self._n_vocab = int(self.llama.n_vocab())
+        # the prompt of the last start() and its logits; the logits restored by it
+        self._prompt: tuple[list[int], np.ndarray] | None = None
+        self._restored: np.ndarray | None = None
 
     @cached_property
     def vocab(self) -> Vocabulary:
@@ -65,10 +68,13 @@ class LlamaModel:
             return
         if self.llama.n_tokens + len(tokens) > self.n_ctx:
             raise ModelError(f"the context window ({self.n_ctx} tokens) is full")
+        self._restored = None
         self.llama.eval(list(tokens))
 
     def logits(self) -> np.ndarray:
         """The logits at the last evaluated position (a read-only view; copy to keep)."""
+        if self._restored is not None:
+            return self._restored
         if self.llama.n_tokens == 0:
             raise ModelError("no token has been evaluated yet")
         pointer = self._llama_cpp.llama_get_logits_ith(self.llama.ctx, -1)
@@ -79,6 +85,20 @@ class LlamaModel:
     def reset(self) -> None:
         """Forget the sequence (the KV cache is overwritten by the next ``eval``)."""
         self.llama.reset()
+        self._prompt = None
+
+    def start(self, prompt: Sequence[int]) -> None:
+        """Make the sequence ``prompt``, its logits those after the prompt's last token.
+        The same prompt as the previous ``start`` (the choices of one request, a repeated
+        request) keeps its KV cache and logits: the model state is then exactly what a
+        fresh evaluation gives, so a seeded run repeats exactly."""
+        prompt = list(prompt)
+        if self._prompt is not None and self._prompt[0] == prompt and self.truncate(len(prompt)):
+            self._restored = self._prompt[1]
+            return
+        self.reset()
+        self.eval(prompt)
+        self._prompt = (prompt, np.array(self.logits()))
 
     def truncate(self, n: int) -> bool:
         """Keep only the first ``n`` evaluated tokens (and their KV cache), so that the
@@ -86,7 +106,10 @@ class LlamaModel:
         The logits are those of the last evaluated position only after an ``eval``."""
         if not 0 <= n <= self.llama.n_tokens:
             return False
+        if self._prompt is not None and n < len(self._prompt[0]):
+            self._prompt = None  # the prompt's positions are about to be overwritten
         if n < self.llama.n_tokens:
+            self._restored = None
             memory = self._llama_cpp.llama_get_memory(self.llama.ctx)
             if not self._llama_cpp.llama_memory_seq_rm(memory, 0, n, -1):
                 return False
@@ -100,13 +123,20 @@ class LlamaModel:
 
     def chat_prompt(self, prompt: str, system: str | None = None) -> list[int]:
         """The prompt as a chat turn, with the generation prompt of the assistant."""
+        messages = ([{"role": "system", "content": system}] if system else [])
+        return self.chat_tokens([*messages, {"role": "user", "content": prompt}])
+
+    def chat_tokens(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
+        """A conversation (``role``/``content`` dicts) through the model's chat template,
+        with the generation prompt of the assistant; without a template, the contents
+        one per line."""
         template = self.llama.metadata.get("tokenizer.chat_template")
         if not template:
-            return self.tokenize(prompt.encode("utf-8"), add_bos=True)
-        messages = ([{"role": "system", "content": system}] if system else [])
-        messages.append({"role": "user", "content": prompt})
+            text = "\n".join(m["content"] for m in messages)
+            return self.tokenize(text.encode("utf-8"), add_bos=True)
         bos, eos = (self._token_text(i) for i in (self.llama.token_bos(), self.llama.token_eos()))
-        text = _render_chat(template, messages, bos_token=bos, eos_token=eos)
+        text = _render_chat(template, [dict(m) for m in messages], bos_token=bos,
+                            eos_token=eos)
         return self.tokenize(text.encode("utf-8"), special=True,
                              add_bos=not (bos and text.startswith(bos)))
 

@@ -1,0 +1,50 @@
+"""``tether serve``: an OpenAI-compatible HTTP server over one local model (SPEC §10;
+docs/serving.md).
+
+The layers, one job each: :mod:`~tether.serve.protocol` (request bodies, OpenAI's error
+shape), :mod:`~tether.serve.tools` (tool calls), :mod:`~tether.serve.plan` (a request's
+constraint compiled and its sessions built), :mod:`~tether.serve.choice` (one choice
+generated), :mod:`~tether.serve.worker` (the model's thread, admission, the engine lock),
+:mod:`~tether.serve.responses` (OpenAI's response and chunk shapes) and
+:mod:`~tether.serve.app` (the FastAPI routes). FastAPI, uvicorn and sse-starlette are the
+``serve`` extra, imported when a server starts.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tether.errors import ModelError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+
+
+def model_name(path: Path) -> str:
+    """The id a model file is served under: its file name without the quantisation
+    suffix (``SmolLM2-135M-Instruct.Q4_1.gguf`` → ``SmolLM2-135M-Instruct``)."""
+    return path.name.split(".")[0] or path.stem
+
+
+def serve(model: str | os.PathLike[str] | None = None, *, host: str = DEFAULT_HOST,
+          port: int = DEFAULT_PORT, max_body: int | None = None,
+          timeout_s: float | None = None, capacity: int | None = None,
+          log_level: str = "info") -> None:
+    """Load ``model`` (default: the embedded one) and serve it until interrupted."""
+    try:
+        import uvicorn
+
+        from tether.serve.app import Settings, create_app
+    except ImportError as e:
+        raise ModelError(f"tether serve needs the serve extra ({e.name} is missing): "
+                         "pip install 'tether[serve,llama]'") from e
+    from tether.runtime.generate import load_model
+
+    lm = load_model(model)
+    defaults = Settings()
+    settings = Settings(max_body=max_body or defaults.max_body,
+                        timeout_s=timeout_s or defaults.timeout_s,
+                        capacity=capacity or defaults.capacity)
+    app = create_app(lm, model_name(lm.path), settings)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
