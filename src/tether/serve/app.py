@@ -96,23 +96,20 @@ def create_app(lm: LlamaModel, model_id: str, settings: Settings = Settings()) -
                      plan: Callable[[Any], Plan], chat: bool) -> Response:
         body = parse_request(kind, await _read_json(request, settings.max_body))
         deadline = time.monotonic() + settings.timeout_s
-        admission = worker.admit()
-        admission.__enter__()
+        ticket = worker.admit()
         try:
             loop = asyncio.get_running_loop()
             planned = await loop.run_in_executor(compile_pool, _planning(plan, body))
-            job = Job(planned, deadline, loop)
-            worker.submit(job)
-            reply = Answer(model_id, chat, planned, body)
-            if body.stream:
-                include_usage = bool(body.stream_options and body.stream_options.include_usage)
-                events = _stream(job, reply, include_usage, admission)
-                admission = None  # the stream lets go of the place when it ends
-                return EventSourceResponse(events, ping=600)
-            return JSONResponse(await _collect(job, reply, request))
-        finally:
-            if admission is not None:
-                admission.__exit__(None, None, None)
+        except BaseException:
+            ticket.release()
+            raise
+        job = Job(planned, deadline, loop, ticket)
+        worker.submit(job)  # the worker gives the ticket back when the job ends
+        reply = Answer(model_id, chat, planned, body)
+        if body.stream:
+            include_usage = bool(body.stream_options and body.stream_options.include_usage)
+            return EventSourceResponse(_stream(job, reply, include_usage), ping=600)
+        return JSONResponse(await _collect(job, reply, request))
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
@@ -185,8 +182,7 @@ async def _collect(job: Job, reply: Answer, request: Request) -> dict[str, Any]:
         job.cancel()  # a no-op once the job is done
 
 
-async def _stream(job: Job, reply: Answer, include_usage: bool,
-                  admission: contextlib.AbstractContextManager[None]
+async def _stream(job: Job, reply: Answer, include_usage: bool
                   ) -> AsyncIterator[dict[str, str]]:
     """The job's events as server-sent events; cancelling the stream (the client went
     away) cancels the job."""
@@ -208,4 +204,3 @@ async def _stream(job: Job, reply: Answer, include_usage: bool,
         yield {"data": "[DONE]"}
     finally:
         job.cancel()
-        admission.__exit__(None, None, None)

@@ -178,11 +178,17 @@ def parse_request(model: type[_Body], body: Any) -> Any:
         return model.model_validate(body)
     except ValidationError as e:
         error = e.errors(include_url=False)[0]
-        param = ".".join(str(part) for part in error["loc"] if part not in _UNION_TAGS)
+        param = ".".join(str(part) for part in error["loc"] if _is_field(part))
         raise ApiError(400, f"{param or 'body'}: {error['msg']}", param=param or None,
                        code="invalid_type" if "type" in error["type"] else None) from None
 
 
-# pydantic names the branch of a union it tried in an error's location; users know fields
-_UNION_TAGS = {"str", "list[str]", "list[ContentPart]", "dict[str,any]", "bool",
-               "NamedToolChoice", "literal['none','auto','required']"}
+def _is_field(part: int | str) -> bool:
+    """Whether a part of a pydantic error location is a field or an index, not the
+    branch of a union it tried (``str``, ``list[ContentPart]``, ``NamedToolChoice``)."""
+    if isinstance(part, int):
+        return True
+    return part.isidentifier() and part[0].islower() and part not in _TYPE_NAMES
+
+
+_TYPE_NAMES = {"str", "int", "float", "bool", "dict", "list", "none"}

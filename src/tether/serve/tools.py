@@ -48,11 +48,6 @@ class ToolPlan:
     schema: dict[str, Any]
     param: str  # where a bad schema is reported
 
-    @property
-    def wrapped(self) -> bool:
-        """Whether the output is a call object (name and arguments), not bare arguments."""
-        return self.mode != "named"
-
 
 def tool_plan(request: ChatRequest) -> ToolPlan | None:
     """The plan for the request's tools, or ``None`` when the answer is plain text."""

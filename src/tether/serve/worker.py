@@ -2,12 +2,13 @@
 a bounded number of requests admitted (docs/serving.md, "Concurrency").
 
 A request is admitted (:meth:`ModelWorker.admit`) before anything is compiled: at most
-``capacity`` requests are compiling, waiting or generating at once, and one more is
-refused with HTTP 429 and a ``Retry-After`` estimated from recent jobs. Admitted
-requests are planned on a pool of compile threads (:mod:`tether.serve.plan`) while the
-model generates for another request, then queued for the worker thread, which runs their
-choices (:class:`~tether.serve.choice.ChoiceRun`) and sends the events back to the
-request's event loop.
+``capacity`` requests are compiling, waiting or generating at once (a request's
+:class:`Ticket` is given back when its job ends), and one more is refused with HTTP 429
+and a ``Retry-After`` estimated from recent jobs. Admitted requests are planned on a pool
+of compile threads (:mod:`tether.serve.plan`) while the model generates for another
+request, then queued for the worker thread, which runs their choices
+(:class:`~tether.serve.choice.ChoiceRun`) and sends the events back to the request's
+event loop.
 
 The **engine lock** makes compiled constraints safe to share across requests: planning
 holds it while it compiles and builds sessions; the worker holds it around each step's
@@ -24,7 +25,7 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,20 @@ class Failed:
     error: ApiError
 
 
+class Ticket:
+    """A request's place among the admitted ones; :meth:`release` gives it back (once)."""
+
+    def __init__(self, leave: Callable[[], None]) -> None:
+        self._leave: Callable[[], None] | None = leave
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        with self._lock:
+            leave, self._leave = self._leave, None
+        if leave is not None:
+            leave()
+
+
 @dataclass
 class Job:
     """A planned request on its way through the worker; its events arrive on ``events``
@@ -58,6 +73,7 @@ class Job:
     plan: Plan
     deadline: float
     loop: asyncio.AbstractEventLoop
+    ticket: Ticket
     events: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
     cancelled: threading.Event = field(default_factory=threading.Event)
 
@@ -92,9 +108,9 @@ class ModelWorker:
     def admitted(self) -> int:
         return self._admitted
 
-    @contextlib.contextmanager
-    def admit(self) -> Iterator[None]:
-        """Hold a place for one request, or raise a 429 when every place is taken."""
+    def admit(self) -> Ticket:
+        """A place for one request, held until the job ends (or planning fails), or a
+        429 when every place is taken."""
         with self._admitted_lock:
             if self._admitted >= self.capacity:
                 wait = math.ceil(self._job_seconds * self._admitted)
@@ -103,11 +119,11 @@ class ModelWorker:
                                type="rate_limit_error", code="server_busy",
                                headers={"Retry-After": str(max(1, wait))})
             self._admitted += 1
-        try:
-            yield
-        finally:
-            with self._admitted_lock:
-                self._admitted -= 1
+        return Ticket(self._leave)
+
+    def _leave(self) -> None:
+        with self._admitted_lock:
+            self._admitted -= 1
 
     def submit(self, job: Job) -> None:
         self._jobs.put(job)
@@ -119,7 +135,10 @@ class ModelWorker:
     def _serve(self) -> None:
         while (job := self._jobs.get()) is not None:
             started = time.monotonic()
-            self._run(job)
+            try:
+                self._run(job)
+            finally:
+                job.ticket.release()
             self._job_seconds = 0.8 * self._job_seconds + 0.2 * (time.monotonic() - started)
 
     def _run(self, job: Job) -> None:
