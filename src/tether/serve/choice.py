@@ -14,6 +14,7 @@ the constraint, with no alternatives. Between steps the run checks whether it sh
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -223,8 +224,9 @@ class ChoiceRun:
             self.emit(delta)
         steps = [s for session in self.sessions for s in session.steps]
         tokens = sum(len(s.tokens) for s in self.sessions) + self.forced_marker
-        summary = RunSummary.of(steps)
-        report = {"stop_reason": stop, "kl": [s.kl for s in steps], **summary.to_dict()}
+        summary = RunSummary.of(steps).to_dict()
+        report = {"stop_reason": stop, "kl": [_finite(s.kl) for s in steps],
+                  **{k: _finite(v) if isinstance(v, float) else v for k, v in summary.items()}}
         self.emit(Finish(self.choice.index, _finish_reason(stop, self.mode), tokens, report))
 
 
@@ -232,6 +234,11 @@ def _finish_reason(stop: str, mode: str) -> str:
     if stop in ("budget", "context", "timeout"):
         return "length"
     return "tool_calls" if mode == "call" else "stop"
+
+
+def _finite(value: float | None) -> float | None:
+    """JSON has no infinity: a KL of ∞ (no mass at all on the allowed tokens) is null."""
+    return value if value is None or math.isfinite(value) else None
 
 
 def _text(data: bytes) -> str:
