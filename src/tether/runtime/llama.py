@@ -3,7 +3,10 @@
 It keeps one sequence in llama.cpp's KV cache: ``eval`` appends tokens (one batch per
 call), ``logits`` is a zero-copy float32 view of the last evaluated position's logits
 (valid until the next ``eval``), ``reset`` empties the cache and ``truncate`` cuts it
-back to a prefix (beam search moves between beams that way). Prompts go through the
+back to a prefix (beam search moves between beams that way); ``start`` begins a sequence
+from a prompt, reusing the cache only for the same prompt as the last ``start``:
+llama.cpp's logits depend on how a prompt is split into batches (by up to ~0.5 here), so
+a prompt is always evaluated whole, as a fresh run does, for seeded runs to repeat. Prompts go through the
 model's own chat template (``tokenizer.chat_template`` in the GGUF metadata), rendered
 with jinja2. ``llama_cpp`` is imported only when a model is loaded.
 
