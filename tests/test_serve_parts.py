@@ -128,3 +128,18 @@ def test_admission_is_bounded_and_given_back():
         assert worker.admitted == 0
     finally:
         worker.close()
+
+
+def test_serve_refuses_an_address_it_cannot_listen_on(capsys):
+    import socket
+
+    from tether.cli import EXIT_ERROR, main
+
+    assert main(["serve", "--port", "70000"]) == EXIT_ERROR
+    assert "between 1 and 65535" in capsys.readouterr().err
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        taken.listen()
+        assert main(["serve", "--port", str(port)]) == EXIT_ERROR
+    assert "cannot listen on 127.0.0.1" in capsys.readouterr().err
+    assert main(["serve", "--timeout", "0"]) == EXIT_ERROR

@@ -509,12 +509,13 @@ def _compile(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from tether.serve import serve
+    from tether.serve import check_address, serve
 
     for name, value in (("--timeout", args.timeout), ("--max-requests", args.max_requests),
                         ("--max-body", args.max_body)):
         if value is not None and value <= 0:
             raise TetherError(f"{name} must be > 0, not {value}")
+    check_address(args.host, args.port)
     _progress("loading model…")
     serve(args.model, host=args.host, port=args.port, max_body=args.max_body,
           timeout_s=args.timeout, capacity=args.max_requests)

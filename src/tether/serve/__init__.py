@@ -13,9 +13,10 @@ generated), :mod:`~tether.serve.worker` (the model's thread, admission, the engi
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
-from tether.errors import ModelError
+from tether.errors import ModelError, TetherError
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -41,10 +42,26 @@ def serve(model: str | os.PathLike[str] | None = None, *, host: str = DEFAULT_HO
                          "pip install 'tether[serve,llama]'") from e
     from tether.runtime.generate import load_model
 
+    check_address(host, port)
     lm = load_model(model)
     defaults = Settings()
     settings = Settings(max_body=max_body or defaults.max_body,
                         timeout_s=timeout_s or defaults.timeout_s,
                         capacity=capacity or defaults.capacity)
     app = create_app(lm, model_name(lm.path), settings)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level))
+    server.run()
+    if not server.started:
+        raise TetherError(f"could not listen on {host}:{port}")
+
+
+def check_address(host: str, port: int) -> None:
+    """Raise a :class:`TetherError` now, before the model loads, if ``host:port`` cannot
+    be listened on (a port out of range or in use, an unknown address)."""
+    if not 0 < port < 65536:
+        raise TetherError(f"--port must be between 1 and 65535, not {port}")
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as e:
+        raise TetherError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
