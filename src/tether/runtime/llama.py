@@ -6,9 +6,9 @@ call), ``logits`` is a zero-copy float32 view of the last evaluated position's l
 back to a prefix (beam search moves between beams that way); ``start`` begins a sequence
 from a prompt, reusing the cache only for the same prompt as the last ``start``:
 llama.cpp's logits depend on how a prompt is split into batches (by up to ~0.5 here), so
-a prompt is always evaluated whole, as a fresh run does, for seeded runs to repeat. Prompts go through the
-model's own chat template (``tokenizer.chat_template`` in the GGUF metadata), rendered
-with jinja2. ``llama_cpp`` is imported only when a model is loaded.
+a prompt is always evaluated whole, as a fresh run does, for seeded runs to repeat.
+Prompts go through the model's own chat template (``tokenizer.chat_template`` in the
+GGUF metadata), rendered with jinja2. ``llama_cpp`` is imported only when a model is loaded.
 
 Threads default to 1 (``$TETHER_THREADS`` or ``n_threads=`` to change): on a shared
 small machine one thread is several times faster than two that compete.
