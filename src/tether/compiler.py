@@ -1,8 +1,8 @@
 """`tether.compile`: turn a constraint source into a :class:`Compiled` for a vocabulary.
 
-Compilation is cached per (constraint, vocabulary fingerprint) in a bounded,
-thread-safe LRU, so every request with the same constraint shares one compiled form and
-its per-state masks (SPEC §3).
+Compilation is cached per (constraint, vocabulary fingerprint) in a thread-safe LRU
+bounded in entries and in the memory their cached masks and tables hold, so every request
+with the same constraint shares one compiled form and its per-state masks (SPEC §3).
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ from tether.grammar.pda import PushdownAutomaton
 from tether.vocab import Vocabulary
 
 MAX_CACHED_CONSTRAINTS = 64
+# What the cached constraints may hold at most (their masks and tables grow as they are
+# used; Compiled.held_bytes): a server compiling a new schema per request stays bounded.
+MAX_CACHED_BYTES = 48 << 20
 # Compile-time work (masks computed ahead) stops once compiling has taken this long.
 COMPILE_TIME_TARGET_S = 0.020
 
@@ -62,9 +65,17 @@ def compile(constraint: Constraint | str, vocab: Vocabulary) -> Compiled:  # noq
         compiled = _compile_uncached(constraint, vocab)
     with _cache_lock:
         _cache[key] = compiled
-        while len(_cache) > MAX_CACHED_CONSTRAINTS:
-            _cache.popitem(last=False)
+        _evict()
     return compiled
+
+
+def _evict() -> None:
+    """Drop the least recently used constraints past the cache's bounds (the newest is
+    kept whatever it holds)."""
+    held = sum(c.held_bytes for c in _cache.values())
+    while len(_cache) > 1 and (len(_cache) > MAX_CACHED_CONSTRAINTS
+                               or held > MAX_CACHED_BYTES):
+        held -= _cache.popitem(last=False)[1].held_bytes
 
 
 def clear_cache() -> None:

@@ -53,6 +53,12 @@ class Compiled(ABC):
         return False
 
     @property
+    def held_bytes(self) -> int:
+        """About how much memory the per-state data cached so far holds (masks, automaton
+        tables); :func:`tether.compile`'s cache is bounded by the sum of these."""
+        return 0
+
+    @property
     @abstractmethod
     def stats(self) -> dict[str, Any]:
         """Figures about the compiled form (states, compile time, cached masks…)."""

@@ -65,7 +65,12 @@ from numba import njit
 
 from tether.automata.shortest import INF
 from tether.engine import bitmask
-from tether.engine.regular import PRECOMPUTE_STATES, SATURATION, RegularCompiled
+from tether.engine.regular import (
+    PRECOMPUTE_STATES,
+    SATURATION,
+    STATE_OVERHEAD_BYTES,
+    RegularCompiled,
+)
 from tether.errors import LimitExceeded
 from tether.grammar.pda import BOTTOM, MAX_STACK_NODES, FrameParts, PushdownAutomaton
 from tether.vocab import Vocabulary
@@ -118,6 +123,12 @@ class PushdownCompiled(RegularCompiled):
     @property
     def saturated(self) -> bool:
         return super().saturated or self.pda.n_stack_nodes > SATURATION * MAX_STACK_NODES
+
+    @property
+    def held_bytes(self) -> int:
+        frames = len(self._frames) * 2 * self._empty.nbytes  # a mask and trie nodes each
+        return (super().held_bytes + frames + self._subframe_bytes + self._node_sets.bytes
+                + self.pda.n_stack_nodes * STATE_OVERHEAD_BYTES)
 
     # -- budgets: a configuration's completion, frame by frame --------------------------
     def _completion_path(self, state: int) -> list[int] | None:

@@ -27,6 +27,9 @@ from tether.engine.token_masks import TrieWalker
 from tether.vocab import Vocabulary
 
 MAX_CACHED_MASKS = 4096
+# Python objects per automaton state besides its table row (its key, dictionary entries):
+# an estimate for held_bytes.
+STATE_OVERHEAD_BYTES = 256
 # States expanded at most (all their tokens walked) to decide exactly whether a state
 # completes within a few tokens when its segmented shortest completion does not fit.
 BUDGET_SEARCH_STATES = 64
@@ -116,6 +119,11 @@ class RegularCompiled(Compiled):
     @property
     def saturated(self) -> bool:
         return self.dfa.n_states > SATURATION * self.dfa.max_states
+
+    @property
+    def held_bytes(self) -> int:
+        return (len(self._masks) * self._empty.nbytes + self.dfa.table.nbytes
+                + self.dfa.n_states * STATE_OVERHEAD_BYTES)
 
     @property
     def stats(self) -> dict[str, Any]:
