@@ -73,3 +73,8 @@ from tether.fusion import (  # noqa: E402
 
 __all__ += ["Domain", "FusionConfig", "FusionResult", "IntensityLevel", "Phase", "SoftScore",
             "fuse"]
+
+# numba (imported above) loaded llvmlite: keep it from breaking a vLLM worker started later.
+from tether.llvmlite_guard import guard as _guard_llvmlite  # noqa: E402
+
+_guard_llvmlite()

@@ -34,18 +34,20 @@ class TetherLogitsProcessor:
     """Mask a batch of logits with one matcher per row.
 
     ``constraint``: a compiled constraint (each row gets a fork of a fresh matcher, the
-    batch size is taken from the first call) or a list of matchers, one per row.
+    batch size is taken from the first call) or a list with one entry per row, each a
+    matcher or a compiled constraint (the row gets a fresh matcher of it) — rows of one
+    batch may follow different constraints.
     ``max_tokens``: the budget of each row (``None``: none).
     """
 
-    def __init__(self, constraint: Compiled | Sequence[Matcher], *,
+    def __init__(self, constraint: Compiled | Sequence[Matcher | Compiled], *,
                  max_tokens: int | None = None) -> None:
         if isinstance(constraint, Compiled):
             self._compiled: Compiled | None = constraint
             self.matchers: list[Matcher] = []
         else:
             self._compiled = None
-            self.matchers = list(constraint)
+            self.matchers = [c.matcher() if isinstance(c, Compiled) else c for c in constraint]
             if not self.matchers:
                 raise TetherError("TetherLogitsProcessor needs at least one matcher")
         self.max_tokens = max_tokens
