@@ -8,8 +8,9 @@ is validated with ``jsonschema`` against its own request's schema (so an output 
 under another request's constraint would fail). A schema the server refuses with a 400
 (unsatisfiable ones: some Glaive schemas require every property and a ``oneOf`` of
 them) is listed apart from errors. Reported: errors, valid outputs,
-requests/s, latency p50/p99, tokens/s, and the server's RSS after start-up, after 200
-requests and at the end. Results: bench/results/serve_load.json.
+requests/s, latency p50/p99, tokens/s, and the server's RSS after start-up, after the
+first 50 requests (the bounded caches full), after 200 requests and at the end. Results:
+bench/results/serve_load.json.
 
     taskset -c 0 .venv/bin/python bench/serve_load.py --requests 500 --clients 32
 """
@@ -31,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from serve_server import call_prompt, glaive_schemas, running_server  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "serve_load.json"
+WARM_UP = 50  # requests after which the server's bounded caches are full
 
 
 def main() -> None:
@@ -42,7 +44,8 @@ def main() -> None:
     args = parser.parse_args()
     schemas = glaive_schemas()
     work = [(i, *schemas[i % len(schemas)]) for i in range(args.requests)]
-    with running_server(cpu=args.server_cpu) as server:
+    # The server's time limit is set past the run's: a request waits behind up to 31 others.
+    with running_server("--timeout", "3600", cpu=args.server_cpu) as server:
         client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0,
                                timeout=600)
 
@@ -69,7 +72,8 @@ def main() -> None:
             except (ValueError, jsonschema.ValidationError):
                 valid = False
             return {"index": index, "latency": latency, "valid": valid,
-                    "tokens": reply.usage.completion_tokens}
+                    "tokens": reply.usage.completion_tokens,
+                    "stop_reason": reply.choices[0].model_extra["tether"]["stop_reason"]}
 
         client.chat.completions.create(model="any", max_tokens=4,
                                        messages=[{"role": "user", "content": "hi"}])
@@ -79,6 +83,8 @@ def main() -> None:
         with ThreadPoolExecutor(args.clients) as pool:
             for result in pool.map(call, work):
                 results.append(result)
+                if len(results) == WARM_UP:
+                    rss["after_warm_up"] = server.rss_kb()
                 if len(results) == min(200, args.requests):
                     rss["after_200"] = server.rss_kb()
                     elapsed_200 = time.perf_counter() - started
@@ -107,8 +113,12 @@ def report(results: list[dict], elapsed: float, elapsed_200: float, rss: dict,
         "latency_s": {"p50": statistics.median(latencies),
                       "p99": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
                       "mean": statistics.fmean(latencies)},
+        "invalid": [{k: r[k] for k in ("index", "stop_reason", "tokens")}
+                    for r in done if not r["valid"]],
         "rss_mb": {k: round(v / 1024, 1) for k, v in rss.items()},
         "rss_growth_mb": round((rss["end"] - rss["start"]) / 1024, 1),
+        "rss_growth_after_warm_up_mb": round((rss["end"] - rss.get("after_warm_up", 0)) / 1024,
+                                             1),
     }
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(summary, indent=2) + "\n")
@@ -118,7 +128,10 @@ def report(results: list[dict], elapsed: float, elapsed_200: float, rss: dict,
     print(f"requests/s {summary['requests_per_s']:.2f}, tokens/s {summary['tokens_per_s']:.0f}, "
           f"latency p50 {summary['latency_s']['p50']:.1f} s, p99 "
           f"{summary['latency_s']['p99']:.1f} s")
-    print(f"RSS MB: {summary['rss_mb']} (growth {summary['rss_growth_mb']} MB)")
+    print(f"RSS MB: {summary['rss_mb']} (growth {summary['rss_growth_mb']} MB; after the "
+          f"first {WARM_UP} requests, with the bounded caches full: "
+          f"{summary['rss_growth_after_warm_up_mb']} MB)")
+    print(f"invalid outputs: {summary['invalid']}")
 
 
 if __name__ == "__main__":
