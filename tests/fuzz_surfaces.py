@@ -30,14 +30,15 @@ from grammar_oracles import lark_accepts, lark_parser, mutate
 from regex_oracle import python_classes
 
 import tether
-from tether.cli import _byte_vocabulary, main
+from tether.cli import main
 from tether.fusion import parse_constraint_spec
 from tether.sampling import parse_program
+from tether.vocab import Vocabulary
 
 SECONDS_PER_INPUT = 30  # a bound on any one input: compile, walks and reference checks
 WALKS = 3  # texts drawn from each accepted constraint
 MAX_WALK = 200  # bytes per drawn text
-BYTES = _byte_vocabulary()
+BYTES = Vocabulary.of_bytes()
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 GRAMMARS = Path(__file__).parent / "grammars"

@@ -9,11 +9,11 @@ import jsonschema
 import pytest
 
 import tether
-from tether.cli import _byte_vocabulary
 from tether.schema.closed import closed_schema
 from tether.session import compile_for_generation, generation_constraint
+from tether.vocab import Vocabulary
 
-BYTES = _byte_vocabulary()
+BYTES = Vocabulary.of_bytes()
 
 
 def test_objects_that_declare_properties_are_closed_and_in_schema_order() -> None:

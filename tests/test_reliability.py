@@ -15,11 +15,12 @@ import pytest
 from test_cli import SRC, run_cli
 
 import tether
-from tether.cli import _byte_vocabulary, main
+from tether.cli import main
 from tether.sampling import Pipeline
 from tether.session import decider
+from tether.vocab import Vocabulary
 
-BYTES = _byte_vocabulary()
+BYTES = Vocabulary.of_bytes()
 _ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(
     [SRC, *filter(None, [os.environ.get("PYTHONPATH")])]))
 

@@ -231,9 +231,9 @@ def _run(args: argparse.Namespace, on_text: Callable[[str], None] | None) -> Gen
         constraint = spec_syntax
     sampling = _sampling(args.sampling)
     # Bad settings and constraints are reported before the model loads.
-    decider(_byte_vocabulary(), sampling, args.temperature, args.deterministic, args.seed)
+    decider(Vocabulary.of_bytes(), sampling, args.temperature, args.deterministic, args.seed)
     if constraint is not None:
-        compile_for_generation(constraint, _byte_vocabulary(), args.extra_properties)
+        compile_for_generation(constraint, Vocabulary.of_bytes(), args.extra_properties)
     _progress("loading model…")
     model = load_model(args.model)
     imports = (forbid_words(model.vocab, args.forbid.split(",")) if args.forbid
@@ -355,7 +355,7 @@ def _progress(message: str) -> None:
 
 # -- check -------------------------------------------------------------------------------------
 def _check(args: argparse.Namespace) -> int:
-    compiled = compile_constraint(_constraint(args), _byte_vocabulary())
+    compiled = compile_constraint(_constraint(args), Vocabulary.of_bytes())
     data = _check_input(args)
     result = compiled.check(data)
     if result.matches:
@@ -487,11 +487,6 @@ def _describe_bytes(data: bytes, limit: int = 24) -> str:
     shown = [repr(chr(b)) if b < 0x80 else f"0x{b:02x}" for b in data[:limit]]
     more = f" … ({len(data)} bytes in all)" if len(data) > limit else ""
     return " ".join(shown) + more
-
-
-def _byte_vocabulary() -> Vocabulary:
-    """One token per byte: checking a text does not depend on a tokenizer."""
-    return Vocabulary([bytes([b]) for b in range(256)] + [b""], eos_ids=[256], name="bytes")
 
 
 # -- compile -----------------------------------------------------------------------------------

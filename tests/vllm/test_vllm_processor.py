@@ -68,6 +68,9 @@ def test_good_specs_parse(spec):
     {"choices": []}, {"json_schema": "{not json"}, {"json_schema": 3}, {"grammar": "root ::= ("},
     {"regex": "a", "grammar_syntax": "gbnf"}, {"regex": "a", "extra_properties": "maybe"},
     {"regex": "a", "colour": "red"},
+    {"json_schema": {"type": "object", "properties": {"a": {"type": "strin"}}}},
+    {"json_schema": {"type": "object", "properties": {"a": {"type": "integer"}},
+                     "required": ["b"], "additionalProperties": False}},  # unsatisfiable
 ])
 def test_bad_specs_are_value_errors(spec):
     with pytest.raises(ValueError):

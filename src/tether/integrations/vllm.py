@@ -70,8 +70,10 @@ class Spec:
 
 def parse_spec(spec: Any) -> Spec:
     """Read a request's ``extra_args["tether"]``; :class:`ValueError` saying what is
-    wrong. Regexes and grammars are parsed here (no vocabulary needed) so that their
-    syntax errors fail the request at admission."""
+    wrong. The constraint is compiled here under the generation policy for a vocabulary
+    of bytes (no tokenizer needed, cached like any compile), so that a bad regex or
+    grammar, or a schema tether refuses (an unsupported keyword, one no value
+    satisfies), fails the request at admission, not in the worker."""
     if not isinstance(spec, Mapping):
         raise ValueError(f"extra_args[{KEY!r}] must be an object, not {type(spec).__name__}")
     unknown = sorted(set(spec) - set(CONSTRAINT_KEYS) - set(OPTION_KEYS))
@@ -89,9 +91,11 @@ def parse_spec(spec: Any) -> Spec:
     if spec.get("grammar_syntax") is not None and named[0] != "grammar":
         raise ValueError(f"extra_args[{KEY!r}]['grammar_syntax'] goes with 'grammar' only")
     try:
-        return Spec(_constraint(named[0], spec[named[0]], spec), extra)
+        constraint = _constraint(named[0], spec[named[0]], spec)
+        compile_for_generation(constraint, _BYTES, extra)
     except TetherError as e:
         raise ValueError(f"extra_args[{KEY!r}][{named[0]!r}]: {e}") from None
+    return Spec(constraint, extra)
 
 
 def _constraint(kind: str, value: Any, spec: Mapping[str, Any]) -> Constraint:
@@ -105,25 +109,15 @@ def _constraint(kind: str, value: Any, spec: Mapping[str, Any]) -> Constraint:
             raise TetherError("a JSON Schema is an object (or its JSON text)")
         return JsonSchema(value)
     if kind == "regex":
-        from tether.automata.regex_parser import parse_regex
-
-        constraint = Regex(value)
-        parse_regex(constraint.pattern)
-        return constraint
+        return Regex(value)
     if kind == "choices":
         if not isinstance(value, list | tuple):
             raise TetherError("choices is a list of strings")
         return Choices(value)
-    grammar = Grammar(value, syntax=spec.get("grammar_syntax") or "gbnf")
-    if grammar.syntax == "gbnf":
-        from tether.grammar.gbnf import parse_gbnf
+    return Grammar(value, syntax=spec.get("grammar_syntax") or "gbnf")
 
-        parse_gbnf(grammar.text)
-    else:
-        from tether.grammar.lark import parse_lark
 
-        parse_lark(grammar.text)
-    return grammar
+_BYTES = Vocabulary.of_bytes()
 
 
 # -- the vocabulary -------------------------------------------------------------------------

@@ -160,6 +160,13 @@ class Vocabulary:
 
     # -- loaders ----------------------------------------------------------------------
     @classmethod
+    def of_bytes(cls) -> Vocabulary:
+        """One token per byte, and an end token: checking a text or a constraint without
+        depending on a tokenizer (the CLI's ``check``; a server validating a request
+        before the model's vocabulary is at hand)."""
+        return cls([bytes([b]) for b in range(256)] + [b""], eos_ids=[256], name="bytes")
+
+    @classmethod
     def from_file(cls, path: str | PathLike[str]) -> Vocabulary:
         """Read ``tokenizer.json``, a ``*.tiktoken`` file, a SentencePiece ``*.model``
         or a ``*.gguf`` file."""
