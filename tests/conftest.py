@@ -16,9 +16,9 @@ import pytest
 if importlib.util.find_spec("tether") is None:  # running from a checkout, not installed
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-# tests/vllm needs vLLM, which lives in its own environment (.venv-vllm, `make vllm-env`):
-# `make test` runs it there after the main suite; elsewhere the folder is not collected.
-collect_ignore = [] if importlib.util.find_spec("vllm") else ["vllm"]
+# tests/with_vllm needs vLLM, which lives in its own environment (.venv-vllm, `make
+# vllm-env`): `make test` runs it there after the main suite; elsewhere it is not collected.
+collect_ignore = [] if importlib.util.find_spec("vllm") else ["with_vllm"]
 
 
 def package_file(package: str, relative: str) -> Path | None:
