@@ -21,28 +21,16 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 from _common import save
+from _glaive import PROMPT, files, function_name, valid
 
 os.environ.setdefault("TETHER_THREADS", "1")
 
-import jsonschema  # noqa: E402
 
 import tether  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "glaive"
-PROMPT = ("Call the function `{name}` with realistic arguments. "
-          "Reply with the JSON arguments only.")
 MAX_TOKENS = 256
-
-
-def valid(text: str, schema: object) -> bool:
-    try:
-        jsonschema.validate(json.loads(text), schema)
-    except (ValueError, jsonschema.ValidationError, jsonschema.SchemaError):
-        return False
-    return True
 
 
 def run_tether(prompt: str, schema: object, temperature: float | None, seed: int) -> dict:
@@ -88,13 +76,13 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="the first N schemas only")
     parser.add_argument("--no-llama-grammar", action="store_true")
     args = parser.parse_args()
-    files = sorted(DATA.glob("*.json"))[: args.limit]
     model = tether.runtime.load_model()
     engines: dict[str, list[dict]] = collections.defaultdict(list)
     unsatisfiable = []
-    for i, path in enumerate(files):
+    paths = files(args.limit)
+    for i, path in enumerate(paths):
         schema = json.loads(path.read_text())
-        name = path.stem.rsplit("_", 1)[0]
+        name = function_name(path)
         prompt = PROMPT.format(name=name)
         results = {"tether default": run_tether(prompt, schema, None, seed=i),
                    "tether temperature 0": run_tether(prompt, schema, 0.0, seed=i)}
@@ -105,8 +93,8 @@ def main() -> None:
         for engine, row in results.items():
             engines[engine].append({"schema": path.name, **row})
         marks = " ".join(f"{'ok' if r['valid'] else 'NO'}:{r['stop']}" for r in results.values())
-        print(f"[{i + 1}/{len(files)}] {path.name}: {marks}", file=sys.stderr, flush=True)
-    print(f"\n{len(files)} schemas, {MAX_TOKENS}-token budget; unsatisfiable (no engine can "
+        print(f"[{i + 1}/{len(paths)}] {path.name}: {marks}", file=sys.stderr, flush=True)
+    print(f"\n{len(paths)} schemas, {MAX_TOKENS}-token budget; unsatisfiable (no engine can "
           f"be valid): {len(unsatisfiable)} {unsatisfiable}")
     summaries = [summary(engine, rows) for engine, rows in engines.items()]
     save("glaive_generate", {"summaries": summaries, "unsatisfiable": unsatisfiable,

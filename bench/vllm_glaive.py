@@ -28,31 +28,14 @@ import time
 from pathlib import Path
 
 from _common import save
+from _glaive import PROMPT, schemas, valid
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "glaive"
-PROMPT = ("Call the function `{name}` with realistic arguments. "
-          "Reply with the JSON arguments only.")
 MAX_TOKENS = 256
 BATCH = 8
 ENGINES = ("tether", "guidance", "xgrammar")
 PROCESSOR = "tether.integrations.vllm:TetherLogitsProcessor"
-
-
-def schemas(limit: int) -> list[tuple[str, dict]]:
-    files = sorted(DATA.glob("*.json"))[:limit]
-    return [(p.stem.rsplit("_", 1)[0], json.loads(p.read_text())) for p in files]
-
-
-def valid(text: str, schema: object) -> bool:
-    import jsonschema
-
-    try:
-        jsonschema.validate(json.loads(text), schema)
-    except (ValueError, jsonschema.ValidationError, jsonschema.SchemaError):
-        return False
-    return True
 
 
 def run_engine(engine: str, limit: int) -> dict:
