@@ -30,6 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from tether import json_input
 from tether.errors import TetherError
 from tether.runtime.llama import LlamaModel
+from tether.serve import memory
 from tether.serve.choice import Delta, Finish
 from tether.serve.plan import Plan, plan_chat, plan_completion
 from tether.serve.protocol import ApiError, ChatRequest, CompletionRequest, parse_request
@@ -55,6 +56,7 @@ class Settings:
 
 def create_app(lm: LlamaModel, model_id: str, settings: Settings = Settings()) -> FastAPI:
     """The app serving ``lm`` under the name ``model_id``."""
+    memory.limit_arenas()  # before the worker and compile threads start
     worker = ModelWorker(lm, capacity=settings.capacity)
     compile_pool = ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="tether-compile")
     created = int(time.time())

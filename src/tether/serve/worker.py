@@ -31,6 +31,7 @@ from typing import Any
 
 from tether.errors import TetherError
 from tether.runtime.llama import LlamaModel
+from tether.serve import memory
 from tether.serve.choice import ChoiceRun, Finish
 from tether.serve.plan import Plan
 from tether.serve.protocol import ApiError
@@ -139,6 +140,7 @@ class ModelWorker:
                 self._run(job)
             finally:
                 job.ticket.release()
+                memory.trim()
             self._job_seconds = 0.8 * self._job_seconds + 0.2 * (time.monotonic() - started)
 
     def _run(self, job: Job) -> None:
