@@ -87,6 +87,7 @@ def test_json_schema_response_validates(client):
     assert choice.finish_reason == "stop"
     report = choice.model_extra["tether"]
     assert report["stop_reason"] in ("constraint_complete", "eog")
+    assert 0 < report["compile_s"] < 60
     assert len(report["kl"]) == reply.usage.completion_tokens
     assert reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
 

@@ -225,7 +225,8 @@ class ChoiceRun:
         steps = [s for session in self.sessions for s in session.steps]
         tokens = sum(len(s.tokens) for s in self.sessions) + self.forced_marker
         summary = RunSummary.of(steps).to_dict()
-        report = {"stop_reason": stop, "kl": [_finite(s.kl) for s in steps],
+        report = {"stop_reason": stop, "compile_s": self.plan.compile_s,
+                  "kl": [_finite(s.kl) for s in steps],
                   **{k: _finite(v) if isinstance(v, float) else v for k, v in summary.items()}}
         self.emit(Finish(self.choice.index, _finish_reason(stop, self.mode), tokens, report))
 
