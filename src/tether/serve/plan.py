@@ -62,7 +62,7 @@ def plan_chat(request: ChatRequest, lm: LlamaModel, lock: threading.Lock) -> Pla
     if tools is not None and _constraint_fields(request):
         raise ApiError(400, "tools with tool_choice other than 'none' cannot be combined "
                        f"with {_constraint_fields(request)[0]}", param="tool_choice")
-    prompt = _fits(lm, lm.chat_tokens(conversation(request, tools)))
+    prompt = _fits(lm, lm.chat_tokens(conversation(request, tools)), "messages")
     top = (request.top_logprobs or 0) if request.logprobs else None
     if request.top_logprobs is not None and not request.logprobs:
         raise ApiError(400, "top_logprobs needs logprobs: true", param="top_logprobs")
@@ -83,7 +83,8 @@ def plan_chat(request: ChatRequest, lm: LlamaModel, lock: threading.Lock) -> Pla
 
 def plan_completion(request: CompletionRequest, lm: LlamaModel, lock: threading.Lock) -> Plan:
     prompts = request.prompts()
-    token_lists = [_fits(lm, lm.tokenize(p.encode("utf-8"), add_bos=True)) for p in prompts]
+    token_lists = [_fits(lm, lm.tokenize(p.encode("utf-8"), add_bos=True), "prompt")
+                   for p in prompts]
     with lock:
         constraint, param = _constraint(request)
         compiled = _compile(constraint, param, request, lm)
@@ -212,10 +213,10 @@ def _fused(request: ChatRequest | CompletionRequest, lm: LlamaModel, matcher: An
         raise ApiError(400, f"constraint_spec: {e}", param="constraint_spec") from None
 
 
-def _fits(lm: LlamaModel, prompt: list[int]) -> list[int]:
+def _fits(lm: LlamaModel, prompt: list[int], param: str) -> list[int]:
     if len(prompt) >= lm.n_ctx:
         raise ApiError(400, f"the prompt ({len(prompt)} tokens) does not fit the context "
-                       f"window ({lm.n_ctx} tokens)", param="messages",
+                       f"window ({lm.n_ctx} tokens)", param=param,
                        code="context_length_exceeded")
     return prompt
 
