@@ -29,7 +29,8 @@ import jsonschema
 import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from serve_server import call_prompt, glaive_schemas, running_server  # noqa: E402
+from _glaive import schemas as glaive_schemas  # noqa: E402
+from serve_server import call_prompt, running_server  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "serve_load.json"
 WARM_UP = 50  # requests after which the server's bounded caches are full
