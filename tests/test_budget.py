@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from budget_runs import budget_runs
 from regex_corpus import CORPUS
@@ -136,6 +137,32 @@ SCHEMAS = [
 @pytest.mark.parametrize("order", ["schema", "any"])
 def test_runs_end_accepted_schema(smollm2_vocab, schema, order: str) -> None:
     _check_runs(smollm2_vocab, tether.JsonSchema(schema, property_order=order), budgets=3)
+
+
+@pytest.mark.parametrize("constraint", [
+    *(tether.JsonSchema(s, property_order=o) for s in SCHEMAS for o in ("schema", "any")),
+    tether.Grammar((GRAMMARS / "json.gbnf").read_text(), syntax="gbnf")], ids=repr)
+def test_completion_paths_complete(smollm2_vocab, constraint) -> None:
+    """Along random walks, each state's completion path takes the matcher to acceptance
+    (paths are composed from shortest strings kept per NFA state as the walks meet them,
+    in whatever order), and ``completion_tokens`` is at most its length (less where a
+    previous state's path was credited)."""
+    compiled = tether.compile(constraint, smollm2_vocab)
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        matcher = compiled.matcher()
+        for _ in range(int(rng.integers(1, 40))):
+            state = matcher.state
+            path = compiled._completion_path(state)
+            assert path is not None and compiled.completion_tokens(state) <= len(path)
+            twin = matcher.fork()
+            twin.consume_many(path)
+            assert twin.is_accepting(), (matcher.generated_bytes, path)
+            allowed = tether.engine.bitmask.to_ids(matcher.mask() & ~compiled._eos_words,
+                                                   smollm2_vocab.size)
+            if not allowed.size:
+                break
+            matcher.consume(int(rng.choice(allowed)))
 
 
 @pytest.mark.skipif(not GLAIVE.is_dir(), reason="needs ../shared/data/glaive")

@@ -400,10 +400,10 @@ def _masks_along(vocab, walks: list[tuple]) -> list[list[np.ndarray]]:
     token is refused; compiled from scratch (the frames of leaf rules too, which are
     shared across compiles)."""
     from tether.compiler import clear_cache
-    from tether.engine.pushdown import _SHARED_FRAMES
+    from tether.engine.pushdown import clear_shared_frames
 
     clear_cache()
-    _SHARED_FRAMES.clear()
+    clear_shared_frames()
     out = []
     for constraint, _, tokens in walks:
         matcher = tether.compile(constraint, vocab).matcher()
@@ -480,3 +480,25 @@ def test_chained_and_composed_frames_equal_walked_frames(smollm2_vocab, smollm2_
     monkeypatch.setattr(PushdownAutomaton, "forced_chain", lambda self, item: None)
     monkeypatch.setattr(PushdownAutomaton, "frame_parts", lambda self, item: None)
     _assert_same_masks(walks, chained, _masks_along(smollm2_vocab, walks))
+
+
+def test_shared_frames_are_bounded_in_bytes(smollm2_vocab, monkeypatch) -> None:
+    """Leaf-rule frames shared across grammars stay within their byte bound, and what they
+    hold is accounted exactly."""
+    from tether.engine import pushdown
+
+    pushdown.clear_shared_frames()
+    monkeypatch.setattr(pushdown, "MAX_SHARED_FRAME_BYTES", 64 << 10)
+    for i in range(30):
+        schema = {"type": "object", "properties": {f"key{i}_{j}": {"type": "string"}
+                                                   for j in range(4)},
+                  "required": [f"key{i}_{j}" for j in range(4)]}
+        matcher = tether.compile(tether.JsonSchema(schema), smollm2_vocab).matcher()
+        for token in smollm2_vocab.segment(f'{{"key{i}_0": "'.encode()):
+            matcher.mask()
+            matcher.consume(token)
+        matcher.mask()
+        assert pushdown.shared_frame_bytes() <= 64 << 10
+    held = sum(f[0].nbytes + f[1].nbytes for f in pushdown._SHARED_FRAMES.values())
+    assert 0 < held == pushdown.shared_frame_bytes()
+    pushdown.clear_shared_frames()

@@ -164,6 +164,50 @@ def test_smollm2_trie(smollm2: Vocabulary, monkeypatch: pytest.MonkeyPatch) -> N
     assert trie.depth == max(len(smollm2.token_bytes(i)) for i in ids)
 
 
+def _longest_first_reference(vocab: Vocabulary, data: bytes) -> list[int] | None:
+    """Segmentation by dictionary lookups, longest candidate first (lowest id on ties)."""
+    ids: dict[bytes, int] = {}
+    for i in range(vocab.size):
+        if vocab.token_bytes(i) and not vocab.is_special(i):
+            ids.setdefault(vocab.token_bytes(i), i)
+    out, at = [], 0
+    while at < len(data):
+        size = next((n for n in range(len(data) - at, 0, -1) if data[at:at + n] in ids), 0)
+        if not size:
+            return None
+        out.append(ids[data[at:at + size]])
+        at += size
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40) | st.text(alphabet='{}[]",: abcdefghij0123456789_\n',
+                                        max_size=120).map(str.encode))
+def test_segmentations(data: bytes) -> None:
+    """``segment``: longest token first, as dictionary lookups do it; ``segment_fewest``:
+    spells ``data`` in the fewest tokens a search over every split finds."""
+    vocab = _SEGMENT_VOCAB
+    assert vocab.segment(data) == _longest_first_reference(vocab, data)
+    fewest = vocab.segment_fewest(data)
+    tokens = {vocab.token_bytes(i) for i in range(len(_SEGMENT_TOKENS))}
+    need = [0] + [-1] * len(data)  # need[i]: fewest tokens spelling data[:i]
+    for end in range(1, len(data) + 1):
+        options = [need[start] + 1 for start in range(end)
+                   if need[start] >= 0 and data[start:end] in tokens]
+        need[end] = min(options, default=-1)
+    if need[-1] < 0:
+        assert fewest is None
+    else:
+        assert fewest is not None and len(fewest) == need[-1]
+        assert b"".join(vocab.token_bytes(t) for t in fewest) == data
+
+
+_SEGMENT_TOKENS = [bytes([b]) for b in b'{}[]",: abcdefghij0123456789_'] + [
+    b'{"', b'":', b'","', b'abc', b'ab', b'bcd', b'abcdefg', b'0123', b'"ab', b'ab', b"\n\n",
+    b"\xff"]  # "ab" twice: the lower id wins
+_SEGMENT_VOCAB = Vocabulary([*_SEGMENT_TOKENS, b""], eos_ids=[len(_SEGMENT_TOKENS)])
+
+
 # == SmolLM2 (tokenizer.json written by transformers) =========================================
 @pytest.fixture(scope="module")
 def smollm2_hf(smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory):

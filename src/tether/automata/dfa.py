@@ -25,7 +25,7 @@ from collections.abc import Callable, Hashable, Iterable
 import numpy as np
 
 from tether.automata.nfa import Nfa
-from tether.automata.shortest import INF, Spelling, distances_to_end, witness
+from tether.automata.shortest import INF, Spelling, Witnesses, distances_to_end
 from tether.errors import LimitExceeded
 from tether.gc_pause import paused_gc
 
@@ -188,15 +188,15 @@ class LazyDFA(LazyAutomaton):
     def _byte_moves(self) -> Iterable[Iterable[tuple[int, int, int]]]:
         return self._class_edges
 
-    def completion_witness(self, state: int, spelling: Spelling) -> bytes:
-        """A shortest string that takes ``state`` to acceptance."""
+    def completion_witness(self, state: int, spelling: Spelling) -> bytes | None:
+        """A shortest string that takes ``state`` to acceptance (``None``: none)."""
         self.completion_bytes(state)  # the distances
         dist = self._nfa_distances
         best = min(self._keys[state], key=dist.__getitem__)  # type: ignore[attr-defined]
         no_calls: tuple = ()
-        return witness(best, dist.__getitem__,
-                       lambda s: (self._eps[s], self._class_edges[s], no_calls),
-                       lambda rule, s: 0, lambda rule, s: 0, spelling)
+        return Witnesses(dist.__getitem__,  # type: ignore[union-attr]
+                         lambda s: (self._eps[s], self._class_edges[s], no_calls),
+                         lambda rule, s: 0, lambda rule, s: 0, spelling).of(best)
 
     def completion_bytes(self, state: int) -> int:
         hit = self._completion.get(state)

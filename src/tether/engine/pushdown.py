@@ -79,6 +79,7 @@ MAX_CACHED_FRAMES = 8192
 MAX_SUBFRAME_BYTES = 96 << 20  # masks and node sets held by the (frame, trie nodes) cache
 MAX_SUBFRAME_KEY = 1024  # trie nodes beyond which a subtree walk is keyed by a fingerprint
 MAX_SHARED_FRAMES = 4096  # leaf-rule frames shared by every grammar of a process
+MAX_SHARED_FRAME_BYTES = 16 << 20  # and the bytes of their masks and trie nodes
 MAX_COMPOSING = 200  # compositions nested at most; deeper frames are walked
 MAX_COMPOSED_PER_MASK = 1_000  # parser states one mask may compose (ambiguity's bound)
 
@@ -88,6 +89,7 @@ Frame = tuple[np.ndarray, np.ndarray, bool]  # inner mask, trie nodes where it e
 # in every grammar with the same rule: shared per vocabulary, keyed by content.
 _SHARED_FRAMES: OrderedDict[tuple[str, Hashable], Frame] = OrderedDict()
 _SHARED_FRAMES_LOCK = threading.Lock()
+_shared_frame_bytes = 0  # held by _SHARED_FRAMES
 
 
 class PushdownCompiled(RegularCompiled):
@@ -109,8 +111,9 @@ class PushdownCompiled(RegularCompiled):
         self._node_sets = _NodeSets()  # the large node sets _subframes holds, once each
         self._rows: dict[int, np.ndarray] = {}  # per item set of moves: its class row
         self._composing: set[Hashable] = set()  # frames, (item set, nodes) being composed
-        self._frame_completions: dict[int, tuple[int, ...] | None] = {}  # _frame_path
+        self._frame_rests: dict[int, tuple[bytes | None, int]] = {}  # per item set
         self._stack_completions: dict[int, int] = {}  # per stack node: _stack_tokens
+        self._witnesses = pda.witnesses(self._spelling)  # per NFA state: _frame_rest
 
     def precompute(self, deadline: float, max_states: int = PRECOMPUTE_STATES) -> int:
         """Compute the start state's mask (what the user waits for); later masks are
@@ -128,13 +131,14 @@ class PushdownCompiled(RegularCompiled):
     def held_bytes(self) -> int:
         frames = len(self._frames) * 2 * self._empty.nbytes  # a mask and trie nodes each
         return (super().held_bytes + frames + self._subframe_bytes + self._node_sets.bytes
-                + self.pda.n_stack_nodes * STATE_OVERHEAD_BYTES)
+                + self.pda.n_stack_nodes * STATE_OVERHEAD_BYTES + self._witnesses.held_bytes)
 
     # -- budgets: a configuration's completion, frame by frame --------------------------
     def _completion_path(self, state: int) -> list[int] | None:
-        """Tokens that take ``state`` to acceptance: along the stack whose frames' shortest
-        rests (each to its rule's end, segmented; cached per item set) add up to the
-        fewest tokens, those rests one after another."""
+        """Tokens that take ``state`` to acceptance: the stack whose frames' shortest rests
+        (each to its rule's end; token counts cached per item set and per stack node) add
+        up to the fewest tokens is chosen, and its rests, one after another, are spelled
+        in the fewest tokens (a token may close several frames: ``}]}``)."""
         if self.pda.accepting[state]:
             return []
         best = min(self.pda.kernel(state), default=None,
@@ -142,11 +146,11 @@ class PushdownCompiled(RegularCompiled):
         if best is None or self._frame_tokens(best[0]) + self._stack_tokens(best[1]) >= INF:
             return None
         item, node = best
-        path = list(self._frame_path(item))
+        rests = [self._frame_rest(item)[0]]
         while node >= 0:
             item, node = self.pda.frame_of(node)
-            path += self._frame_path(item)
-        return path
+            rests.append(self._frame_rest(item)[0])
+        return self.vocab.segment_fewest(b"".join(rests))  # type: ignore[arg-type]
 
     def _stack_tokens(self, node: int) -> int:
         chain = []
@@ -160,14 +164,18 @@ class PushdownCompiled(RegularCompiled):
         return total
 
     def _frame_tokens(self, item: int) -> int:
-        path = self._frame_path(item)
-        return INF if path is None else len(path)
+        return self._frame_rest(item)[1]
 
-    def _frame_path(self, item: int) -> tuple[int, ...] | None:
-        if item not in self._frame_completions:
-            ids = self.vocab.segment(self.pda.item_witness(item, self._spelling))
-            self._frame_completions[item] = None if ids is None else tuple(ids)
-        return self._frame_completions[item]
+    def _frame_rest(self, item: int) -> tuple[bytes | None, int]:
+        """A shortest string from a frame of ``item`` to its rule's end and its fewest
+        tokens (``None, INF``: none)."""
+        hit = self._frame_rests.get(item)
+        if hit is None:
+            origin = self.pda.item_origin(item)
+            data = b"" if origin < 0 else self._witnesses.of(origin)
+            ids = None if data is None else self.vocab.segment_fewest(data)
+            hit = self._frame_rests[item] = (None, INF) if ids is None else (data, len(ids))
+        return hit
 
     def _context(self, state: int) -> tuple[str, ...]:
         where = self.pda.grammar.where
@@ -661,10 +669,33 @@ def _shared_frame(vocab: Vocabulary, key: Hashable) -> Frame | None:
 
 
 def _share_frame(vocab: Vocabulary, key: Hashable, frame: Frame) -> None:
+    global _shared_frame_bytes
     with _SHARED_FRAMES_LOCK:
+        old = _SHARED_FRAMES.pop((vocab.fingerprint, key), None)
+        if old is not None:
+            _shared_frame_bytes -= _frame_bytes(old)
         _SHARED_FRAMES[(vocab.fingerprint, key)] = frame
-        if len(_SHARED_FRAMES) > MAX_SHARED_FRAMES:
-            _SHARED_FRAMES.popitem(last=False)
+        _shared_frame_bytes += _frame_bytes(frame)
+        while len(_SHARED_FRAMES) > 1 and (len(_SHARED_FRAMES) > MAX_SHARED_FRAMES or
+                                           _shared_frame_bytes > MAX_SHARED_FRAME_BYTES):
+            _shared_frame_bytes -= _frame_bytes(_SHARED_FRAMES.popitem(last=False)[1])
+
+
+def clear_shared_frames() -> None:
+    """Forget the leaf-rule frames shared across grammars (tests: compile from scratch)."""
+    global _shared_frame_bytes
+    with _SHARED_FRAMES_LOCK:
+        _SHARED_FRAMES.clear()
+        _shared_frame_bytes = 0
+
+
+def shared_frame_bytes() -> int:
+    """The bytes the shared leaf-rule frames hold (at most ``MAX_SHARED_FRAME_BYTES``)."""
+    return _shared_frame_bytes
+
+
+def _frame_bytes(frame: Frame) -> int:
+    return frame[0].nbytes + frame[1].nbytes
 
 
 def _warm_up() -> None:

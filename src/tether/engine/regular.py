@@ -13,7 +13,7 @@ import threading
 import time
 from collections import OrderedDict
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -33,9 +33,10 @@ STATE_OVERHEAD_BYTES = 256
 # States expanded at most (all their tokens walked) to decide exactly whether a state
 # completes within a few tokens when its segmented shortest completion does not fit.
 BUDGET_SEARCH_STATES = 64
-BUDGET_SEARCH_SLACK = 4  # tokens beyond k a shortest completion may need to be searched
+BUDGET_SEARCH_SLACK = 1  # tokens beyond k a shortest completion may need to be searched
 BUDGET_SEARCH_TOKENS = 8  # searched only for the last tokens of a budget
 MAX_CACHED_BUDGET_ANSWERS = 100_000
+MAX_SUCCESSOR_BYTES = 4 << 20  # budget masks: the tokens of recent states by next state
 MAX_FORCED_TOKENS = 64
 PRECOMPUTE_STATES = 512
 SATURATION = 0.8  # share of the automaton's state bound past which compile() rebuilds
@@ -60,6 +61,8 @@ class RegularCompiled(Compiled):
         # States whose token path's next state is not credited yet: the path
         self._completion_rests: dict[int, tuple[int, ...]] = {}
         self._within: dict[tuple[int, int], bool] = {}  # see completes_within
+        self._successors_of: OrderedDict[int, Successors] = OrderedDict()  # LRU
+        self._successor_bytes = 0
         self._lock = threading.RLock()
         self.compile_seconds = compile_seconds
         self._mask_seconds = 0.0
@@ -123,7 +126,7 @@ class RegularCompiled(Compiled):
     @property
     def held_bytes(self) -> int:
         return (len(self._masks) * self._empty.nbytes + self.dfa.table.nbytes
-                + self.dfa.n_states * STATE_OVERHEAD_BYTES)
+                + self.dfa.n_states * STATE_OVERHEAD_BYTES + self._successor_bytes)
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -182,7 +185,7 @@ class RegularCompiled(Compiled):
     # -- budgets (docs/generation.md, "Budget") ------------------------------------------
     def completion_tokens(self, state: int) -> int:
         """A number of tokens that surely completes ``state``: the length of a token path
-        to acceptance — a shortest completion segmented longest-token-first (masks allow
+        to acceptance — a shortest completion segmented into the fewest tokens (masks allow
         any tokenization of a valid string). The next state along that path is credited
         with the rest of it (if less than its own), lazily, one step per lookup, so the
         budget's answers agree with one another: a state judged to fit in ``k`` tokens
@@ -219,7 +222,8 @@ class RegularCompiled(Compiled):
 
     def _completion_path(self, state: int) -> list[int] | None:
         """Tokens that take ``state`` to acceptance (``None``: none found)."""
-        return self.vocab.segment(self.dfa.completion_witness(state, self._spelling))
+        data = self.dfa.completion_witness(state, self._spelling)
+        return None if data is None else self.vocab.segment_fewest(data)
 
     def completes_within(self, state: int, k: int, search: BudgetSearch | None = None
                          ) -> bool:
@@ -254,8 +258,8 @@ class RegularCompiled(Compiled):
             search.cut = True
             return False
         search.states -= 1
-        ends = self._ends_of(state, self.state_mask(state))[1]
-        for nxt in sorted(set(ends.tolist()) - {DEAD}, key=self.completion_tokens):
+        distinct = self._successors(state).states
+        for nxt in sorted(set(distinct) - {DEAD}, key=self.completion_tokens):
             if self.completes_within(nxt, k - 1, search):
                 search.seen[key] = hit = True
                 break
@@ -268,30 +272,56 @@ class RegularCompiled(Compiled):
     def budget_mask(self, state: int, k: int) -> np.ndarray:
         """The tokens of ``state``'s mask after which the text can be completed within
         ``k`` more tokens (end of generation kept: it completes)."""
-        words = self.state_mask(state)
-        ids, ends = self._ends_of(state, words)
-        search = BudgetSearch()
-        distinct, which = np.unique(ends, return_inverse=True)
-        fits = np.array([nxt != DEAD and self.completes_within(nxt, k, search)
-                         for nxt in distinct.tolist()], dtype=bool)
-        keep = fits[which] if fits.size else np.zeros(0, dtype=bool)
-        return bitmask.from_ids(ids[keep], self.vocab.size) | (words & self._eos_words)
+        after = self._successors(state)
+        fits = np.array([nxt != DEAD and self.completes_within(nxt, k)
+                         for nxt in after.states], dtype=bool)
+        keep = fits[after.which] if fits.size else np.zeros(0, dtype=bool)
+        return bitmask.from_ids(after.ids[keep], self.vocab.size) | \
+            (self.state_mask(state) & self._eos_words)
+
+    def _successors(self, state: int) -> Successors:
+        """The tokens of ``state``'s mask grouped by the state each leads to (kept for
+        the last few states asked: a budget asks again at every token of a string)."""
+        with self._lock:
+            hit = self._successors_of.get(state)
+            if hit is not None:
+                self._successors_of.move_to_end(state)
+                return hit
+            ids, ends = self._ends_of(state, self.state_mask(state))
+            which = np.empty(ends.size, dtype=np.int64)
+            distinct = _distinct(ends, which)
+            hit = Successors(ids.astype(np.int32), which.astype(np.int32), distinct.tolist())
+            self._successors_of[state] = hit
+            self._successor_bytes += hit.nbytes
+            while self._successor_bytes > MAX_SUCCESSOR_BYTES and len(self._successors_of) > 1:
+                self._successor_bytes -= self._successors_of.popitem(last=False)[1].nbytes
+        return hit
+        ids, ends = self._ends_of(state, self.state_mask(state))
+        which = np.empty(ends.size, dtype=np.int64)
+        distinct = _distinct(ends, which)
+        hit = Successors(ids.astype(np.int32), which.astype(np.int32), distinct.tolist())
+        with self._lock:
+            self._successors_of[state] = hit
+            self._successor_bytes += hit.nbytes
+            while self._successor_bytes > MAX_SUCCESSOR_BYTES and len(self._successors_of) > 1:
+                self._successor_bytes -= self._successors_of.popitem(last=False)[1].nbytes
+        return hit
 
     def _ends_of(self, state: int, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The tokens of ``words`` (end of generation left out) and the state after each
         (a numba walk over the automaton's table; rows not built yet are walked here)."""
         ids = bitmask.to_ids(words & ~self._eos_words, self.vocab.size).astype(np.int64)
         flat, offsets = self.vocab.flat_tokens
-        ends = np.empty(ids.size, dtype=np.int32)
-        stuck = np.empty(ids.size, dtype=np.int32)
+        ends = np.full(ids.size, state, dtype=np.int32)  # where each walk is
+        at = offsets[ids]  # and the byte it reads next
         todo = np.arange(ids.size)
         with self._lock:
             self.dfa.ensure_rows([state])
             while todo.size:  # each round builds the rows the walks stopped at
                 _token_ends(self.dfa.table, self.dfa.class_of_byte, flat, offsets, ids, todo,
-                            state, ends, stuck)
-                todo = todo[ends[todo] < 0]
-                self.dfa.ensure_rows(np.unique(stuck[todo]).tolist())
+                            ends, at)
+                todo = todo[at[todo] >= 0]
+                self.dfa.ensure_rows(np.unique(ends[todo]).tolist())
         return ids, ends
 
     def _forced_bytes(self, state: int) -> bytes:
@@ -319,6 +349,19 @@ class RegularCompiled(Compiled):
         return tuple(tokens)
 
 
+class Successors(NamedTuple):
+    """A state's allowed tokens (end of generation left out), grouped by the state each
+    leads to: ``states[which[i]]`` follows token ``ids[i]``."""
+
+    ids: np.ndarray  # int32
+    which: np.ndarray  # int32
+    states: list[int]
+
+    @property
+    def nbytes(self) -> int:
+        return self.ids.nbytes + self.which.nbytes + 32 * len(self.states)
+
+
 class BudgetSearch:
     """The work left to one budget question (or one budget mask), and what it found."""
 
@@ -329,22 +372,49 @@ class BudgetSearch:
 
 
 @njit(cache=True, nogil=True)
-def _token_ends(table, class_of_byte, flat, offsets, ids, todo, state, ends, stuck
+def _token_ends(table, class_of_byte, flat, offsets, ids, todo, ends, at
                 ):  # pragma: no cover - compiled
-    """For each ``i`` of ``todo``, the state after token ``ids[i]`` from ``state`` into
-    ``ends[i]``: DEAD (0) once rejected, UNKNOWN (-1) at a row not built yet, whose state
-    goes to ``stuck[i]``."""
+    """Walk on each token ``ids[i]`` of ``todo`` from state ``ends[i]`` at byte ``at[i]``
+    of ``flat``: to its end (``ends[i]`` its last state, DEAD (0) once rejected; ``at[i]``
+    -1), or to a row not built yet (``ends[i]`` the state whose row is missing, ``at[i]``
+    the byte to read from it)."""
     for i in todo:
-        s = state
-        t = ids[i]
-        for j in range(offsets[t], offsets[t + 1]):
+        s = ends[i]
+        j = at[i]
+        stop = offsets[ids[i] + 1]
+        while j < stop:
             nxt = table[s, class_of_byte[flat[j]]]
             if nxt < 0:
-                stuck[i] = s
+                break
             s = nxt
-            if s <= 0:
+            j += 1
+            if s == 0:
                 break
         ends[i] = s
+        at[i] = j if j < stop and s != 0 else -1
+
+
+@njit(cache=True, nogil=True)
+def _distinct(values, which):  # pragma: no cover - compiled
+    """The distinct ``values`` in order of first appearance; ``which[i]`` gets the index of
+    ``values[i]`` among them (an open-addressing table: no sort)."""
+    size = 16
+    while size < 2 * values.size:
+        size *= 2
+    slots = np.full(size, -1, dtype=np.int64)  # index into out, or -1
+    out = np.empty(values.size, dtype=values.dtype)
+    n = 0
+    for i in range(values.size):
+        v = values[i]
+        h = (np.int64(v) * np.int64(0x9E3779B1)) & (size - 1)
+        while slots[h] >= 0 and out[slots[h]] != v:
+            h = (h + 1) & (size - 1)
+        if slots[h] < 0:
+            slots[h] = n
+            out[n] = v
+            n += 1
+        which[i] = slots[h]
+    return out[:n]
 
 
 class RegularMatcher(StateStackMatcher):

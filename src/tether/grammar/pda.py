@@ -65,7 +65,7 @@ from tether.automata.dfa import DEAD, LazyAutomaton, epsilon_closure, segments
 from tether.automata.dfa import byte_classes as partition_bytes
 from tether.automata.nfa import _Builder, trim_moves
 from tether.automata.regex_ast import Alternate, Automaton, Concat, Repeat
-from tether.automata.shortest import INF, Spelling, distances_to_end, witness
+from tether.automata.shortest import INF, Spelling, Witnesses, distances_to_end
 from tether.errors import CompileError, LimitExceeded
 from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref
 
@@ -152,6 +152,7 @@ class PushdownAutomaton(LazyAutomaton):
         # Shortest completions (see completion_bytes), computed on first use.
         self._static_nfa = len(self._edges)  # NFA states of the grammar's own rules
         self._nfa_distances: np.ndarray | None = None
+        self._group_costs: dict[int, int] = {}  # per group rule, once distances settled
         self._late_distances: dict[int, int] = {}  # NFA states of group rules built later
         self._node_distances: dict[int, int] = {}
         self._item_distances: dict[int, int] = {}
@@ -580,17 +581,20 @@ class PushdownAutomaton(LazyAutomaton):
     def _byte_moves(self) -> Iterable[Iterable[tuple[int, int, int]]]:
         return self._edges  # group rules add calls only
 
-    def item_witness(self, item: int, spelling: Spelling) -> bytes:
-        """A shortest string that takes a frame of ``item`` to its rule's end."""
-        states = self._items[item]
-        if not states:
-            return b""
-        best = min(states, key=self._nfa_distance)
-        return witness(best, self._nfa_distance, self._nfa_moves,
-                       lambda rule, s: self._call_cost(self._called(rule, s),
-                                                       self._nfa_distances),
-                       lambda rule, s: self._rule_start[self._start_rule(self._called(rule, s))],
-                       spelling)
+    def item_origin(self, item: int) -> int:
+        """The NFA state of ``item`` nearest its rule's end (-1: ``item`` is empty)."""
+        return min(self._items[item], key=self._nfa_distance, default=-1)
+
+    def witnesses(self, spelling: Spelling) -> Witnesses:
+        """Shortest strings to a rule's end per NFA state (memoised), spelled for one
+        vocabulary (``spelling``)."""
+        def call_cost(rule: int, s: int) -> int:
+            return self._call_cost(self._called(rule, s), self._nfa_distances)
+
+        def rule_start(rule: int, s: int) -> int:
+            return self._rule_start[self._start_rule(self._called(rule, s))]
+
+        return Witnesses(self._nfa_distance, self._nfa_moves, call_cost, rule_start, spelling)
 
     def _nfa_moves(self, s: int) -> tuple:
         return self._eps[s], self._edges[s], self._calls.get(s, ())
@@ -609,7 +613,13 @@ class PushdownAutomaton(LazyAutomaton):
     def _call_cost(self, rule: int, dist: np.ndarray) -> int:
         if rule < self._n_static:
             return int(dist[self._rule_start[rule]])
-        return self._group_length(self._group_states[rule - self._n_static], dist)
+        if dist is not self._nfa_distances:  # pricing, while the distances settle
+            return self._group_length(self._group_states[rule - self._n_static], dist)
+        hit = self._group_costs.get(rule)
+        if hit is None:
+            hit = self._group_costs[rule] = self._group_length(
+                self._group_states[rule - self._n_static], dist)
+        return hit
 
     def _group_length(self, key: tuple[int, int, int], dist: np.ndarray) -> int:
         """The shortest rest of an AnyOrder group from state ``key`` (members written,

@@ -16,9 +16,11 @@ The arrays are saved to the on-disk cache keyed by the vocabulary's fingerprint.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
+from numba import njit
 
 from tether.cache_dir import cache_dir
 
@@ -50,6 +52,30 @@ class TokenTrie:
     def depth(self) -> int:
         """Length in bytes of the longest token."""
         return int(self.level_start.shape[0]) - 2
+
+    @cached_property
+    def node_token(self) -> np.ndarray:
+        """int64 [N]: the lowest token id ending at each node (-1: none)."""
+        lowest = np.full(self.n_nodes, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(lowest, self.token_node, self.token_ids)
+        lowest[lowest == np.iinfo(np.int64).max] = -1
+        return lowest
+
+    def longest_first(self, data: bytes) -> list[int] | None:
+        """Token ids spelling ``data``, the longest token (the lowest id among equal ones)
+        first at each position; ``None`` if some position starts no token."""
+        out = np.empty(len(data), dtype=np.int64)
+        n = _longest_first(np.frombuffer(data, dtype=np.uint8), self.node_byte,
+                           self.first_child, self.n_children, self.node_token, out)
+        return None if n < 0 else out[:n].tolist()
+
+    def fewest(self, data: bytes) -> list[int] | None:
+        """Token ids spelling ``data`` in as few tokens as any tokenization (ties: the
+        longest token first); ``None`` if ``data`` has no tokenization."""
+        out = np.empty(len(data), dtype=np.int64)
+        n = _fewest(np.frombuffer(data, dtype=np.uint8), self.node_byte, self.first_child,
+                    self.n_children, self.node_token, out)
+        return None if n < 0 else out[:n].tolist()
 
     @classmethod
     def for_vocabulary(cls, vocab: Vocabulary) -> TokenTrie:
@@ -129,3 +155,80 @@ class TokenTrie:
             token_ids=token_ids[tok_order],
             token_node=new_id[token_dfs_node[tok_order]].astype(np.int64),
         )
+
+
+@njit(cache=True, nogil=True)
+def _child(node_byte, first_child, n_children, node, byte):  # pragma: no cover - compiled
+    """The child of ``node`` on ``byte`` (-1: none); children are sorted by byte."""
+    lo = first_child[node]
+    top = lo + n_children[node]
+    hi = top
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if node_byte[mid] < byte:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < top and node_byte[lo] == byte else -1
+
+
+@njit(cache=True, nogil=True)
+def _fewest(data, node_byte, first_child, n_children, node_token, out
+            ):  # pragma: no cover - compiled
+    """Segment ``data`` into ``out`` (see :meth:`TokenTrie.fewest`): the fewest tokens to
+    the end from each position, back to front; returns the number of tokens, or -1."""
+    size = data.size
+    need = np.full(size + 1, -1, dtype=np.int64)  # tokens from position i to the end
+    pick = np.full(size + 1, -1, dtype=np.int64)  # the token taken there
+    step = np.zeros(size + 1, dtype=np.int64)     # and its length
+    need[size] = 0
+    for i in range(size - 1, -1, -1):
+        node = 0
+        j = i
+        while j < size:
+            node = _child(node_byte, first_child, n_children, node, data[j])
+            if node < 0:
+                break
+            j += 1
+            if node_token[node] >= 0 and need[j] >= 0 and \
+                    (need[i] < 0 or need[j] + 1 <= need[i]):
+                need[i] = need[j] + 1  # "<=": among equals the longer token wins
+                pick[i] = node_token[node]
+                step[i] = j - i
+    if need[0] < 0:
+        return -1
+    n = 0
+    i = 0
+    while i < size:
+        out[n] = pick[i]
+        n += 1
+        i += step[i]
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _longest_first(data, node_byte, first_child, n_children, node_token, out
+                   ):  # pragma: no cover - compiled
+    """Segment ``data`` into ``out`` (see :meth:`TokenTrie.longest_first`); returns the
+    number of tokens, or -1."""
+    n = 0
+    at = 0
+    while at < data.size:
+        node = 0
+        best = -1
+        end = at
+        j = at
+        while j < data.size:
+            node = _child(node_byte, first_child, n_children, node, data[j])
+            if node < 0:
+                break
+            j += 1
+            if node_token[node] >= 0:
+                best = node_token[node]
+                end = j
+        if best < 0:
+            return -1
+        out[n] = best
+        n += 1
+        at = end
+    return n

@@ -143,20 +143,12 @@ class Vocabulary:
         """Token ids spelling ``data``, longest token first at each position (a valid,
         not necessarily the tokenizer's own, tokenization); ``None`` if some position
         starts no token."""
-        ids = self._ids_by_bytes
-        longest = self.max_token_bytes
-        out: list[int] = []
-        at = 0
-        while at < len(data):
-            for size in range(min(longest, len(data) - at), 0, -1):
-                token = ids.get(data[at:at + size])
-                if token is not None:
-                    out.append(token)
-                    at += size
-                    break
-            else:
-                return None
-        return out
+        return self.trie.longest_first(data)
+
+    def segment_fewest(self, data: bytes) -> list[int] | None:
+        """Token ids spelling ``data`` in the fewest tokens (``None``: no tokenization):
+        the token paths that budgets count."""
+        return self.trie.fewest(data)
 
     # -- loaders ----------------------------------------------------------------------
     @classmethod
