@@ -15,8 +15,12 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tether.errors import ModelError, TetherError
+
+if TYPE_CHECKING:
+    from tether.runtime.llama import LlamaModel
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -44,6 +48,7 @@ def serve(model: str | os.PathLike[str] | None = None, *, host: str = DEFAULT_HO
 
     check_address(host, port)
     lm = load_model(model)
+    warm_up(lm)
     defaults = Settings()
     settings = Settings(max_body=max_body or defaults.max_body,
                         timeout_s=timeout_s or defaults.timeout_s,
@@ -53,6 +58,21 @@ def serve(model: str | os.PathLike[str] | None = None, *, host: str = DEFAULT_HO
     server.run()
     if not server.started:
         raise TetherError(f"could not listen on {host}:{port}")
+
+
+WARM_UP_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}},
+                  "required": ["ok"]}
+
+
+def warm_up(lm: LlamaModel) -> None:
+    """Generate a few tokens under a small schema before listening: the compiled kernels,
+    the vocabulary's trie and the lazily loaded modules are in memory before the first
+    request (its latency), and what memory grows by afterwards is what the bounded caches
+    hold."""
+    import tether
+
+    tether.generate("Reply with JSON.", tether.JsonSchema(WARM_UP_SCHEMA), model=lm,
+                    max_tokens=16, temperature=0.0)
 
 
 def check_address(host: str, port: int) -> None:
