@@ -9,7 +9,7 @@ under another request's constraint would fail). A schema the server refuses with
 (unsatisfiable ones: some Glaive schemas require every property and a ``oneOf`` of
 them) is listed apart from errors. Reported: errors, valid outputs,
 requests/s, latency p50/p99, tokens/s, and the server's RSS after start-up, after the
-first 50 requests (the bounded caches full), after 200 requests and at the end. Results:
+first 50 requests (the bounded caches full), every 50 requests and at the end. Results:
 bench/results/serve_load.json.
 
     taskset -c 0 .venv/bin/python bench/serve_load.py --requests 500 --clients 32
@@ -90,7 +90,9 @@ def main() -> None:
                     rss["after_200"] = server.rss_kb()
                     elapsed_200 = time.perf_counter() - started
                 if len(results) % 50 == 0:
-                    print(f"  {len(results)}/{args.requests} requests", file=sys.stderr)
+                    rss[f"after_{len(results)}"] = server.rss_kb()
+                    print(f"  {len(results)}/{args.requests} requests, server RSS "
+                          f"{rss[f'after_{len(results)}'] / 1024:.1f} MB", file=sys.stderr)
         elapsed = time.perf_counter() - started
         rss["end"] = server.rss_kb()
     report(results, elapsed, elapsed_200, rss, args)

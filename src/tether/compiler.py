@@ -78,6 +78,15 @@ def _evict() -> None:
         held -= _cache.popitem(last=False)[1].held_bytes
 
 
+def limit_cache(max_bytes: int) -> None:
+    """Bound what the cached constraints may hold (default ``MAX_CACHED_BYTES``; a server
+    sets its own), evicting now past it."""
+    global MAX_CACHED_BYTES
+    with _cache_lock:
+        MAX_CACHED_BYTES = max_bytes
+        _evict()
+
+
 def clear_cache() -> None:
     """Forget every compiled constraint (benchmarks time compiles from scratch).
 

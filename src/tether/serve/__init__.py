@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
+# What the compile cache may hold in a server: requests with new schemas do not reuse
+# much, and each admitted request holds its own compiled constraint besides.
+SERVER_CACHE_BYTES = 16 << 20
 
 
 def model_name(path: Path) -> str:
@@ -47,6 +50,9 @@ def serve(model: str | os.PathLike[str] | None = None, *, host: str = DEFAULT_HO
     from tether.runtime.generate import load_model
 
     check_address(host, port)
+    from tether.compiler import limit_cache
+
+    limit_cache(SERVER_CACHE_BYTES)
     lm = load_model(model)
     warm_up(lm)
     defaults = Settings()
