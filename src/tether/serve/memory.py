@@ -17,14 +17,8 @@ import ctypes.util
 import functools
 from typing import Any
 
-M_ARENA_MAX = -8  # mallopt's parameter numbers (malloc.h)
-M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8  # mallopt's parameter number (malloc.h)
 ARENAS = 2
-# Blocks from this size up get pages of their own, given back when freed. glibc raises
-# its threshold (up to 32 MB) each time such a block is freed, after which masks, tables
-# and trie buffers of a few hundred kB come from the arenas and are freed among
-# long-lived small objects, which pins the pages: fixed, the threshold stays put.
-MMAP_THRESHOLD = 256 << 10
 
 
 @functools.cache
@@ -42,12 +36,10 @@ def _libc() -> Any:
 
 
 def limit_arenas(arenas: int = ARENAS) -> None:
-    """At most ``arenas`` malloc arenas for the process (call before starting threads),
-    and large blocks always in pages of their own (``MMAP_THRESHOLD``)."""
+    """At most ``arenas`` malloc arenas for the process (call before starting threads)."""
     libc = _libc()
     if libc is not None:
         libc.mallopt(M_ARENA_MAX, arenas)
-        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
 
 
 def trim() -> None:
