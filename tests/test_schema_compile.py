@@ -502,3 +502,23 @@ def test_shared_frames_are_bounded_in_bytes(smollm2_vocab, monkeypatch) -> None:
     held = sum(f[0].nbytes + f[1].nbytes for f in pushdown._SHARED_FRAMES.values())
     assert 0 < held == pushdown.shared_frame_bytes()
     pushdown.clear_shared_frames()
+
+
+def test_compile_cache_limit(smollm2_vocab) -> None:
+    """``limit_cache`` bounds what the cached constraints hold and evicts at once (the
+    newest is kept whatever it holds); the library's bound comes back after."""
+    from tether import compiler
+
+    default = compiler.MAX_CACHED_BYTES
+    compiler.clear_cache()
+    try:
+        for n in range(3):
+            tether.compile(tether.JsonSchema({"type": "integer", "minimum": n}), smollm2_vocab)
+        assert len(compiler._cache) == 3
+        compiler.limit_cache(1)
+        assert len(compiler._cache) == 1
+        tether.compile(tether.JsonSchema({"type": "string", "maxLength": 3}), smollm2_vocab)
+        assert len(compiler._cache) == 1
+    finally:
+        compiler.limit_cache(default)
+        compiler.clear_cache()
