@@ -136,6 +136,9 @@ Moves = Callable[[int], tuple[Sequence[int], Sequence[tuple[int, int, int]],
                               Sequence[tuple[int, int]]]]  # eps, byte edges, calls
 
 
+EPSILON, BYTE, CALL = range(3)  # the kinds of move _move returns
+
+
 def _move(s: int, d: int, distance: Callable[[int], int], moves: Moves,
           call_cost: Callable[[int, int], int]) -> tuple[int, object, int]:
     """The move a shortest string takes from ``s`` (at distance ``d > 0``): ``(EPSILON,
@@ -150,9 +153,6 @@ def _move(s: int, d: int, distance: Callable[[int], int], moves: Moves,
             return BYTE, (lo, hi), t
     rule, t = next((k, t) for k, t in calls if call_cost(k, s) + distance(t) == d)
     return CALL, rule, t
-
-
-EPSILON, BYTE, CALL = range(3)
 
 
 class Witnesses:
