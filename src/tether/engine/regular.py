@@ -296,16 +296,6 @@ class RegularCompiled(Compiled):
             while self._successor_bytes > MAX_SUCCESSOR_BYTES and len(self._successors_of) > 1:
                 self._successor_bytes -= self._successors_of.popitem(last=False)[1].nbytes
         return hit
-        ids, ends = self._ends_of(state, self.state_mask(state))
-        which = np.empty(ends.size, dtype=np.int64)
-        distinct = _distinct(ends, which)
-        hit = Successors(ids.astype(np.int32), which.astype(np.int32), distinct.tolist())
-        with self._lock:
-            self._successors_of[state] = hit
-            self._successor_bytes += hit.nbytes
-            while self._successor_bytes > MAX_SUCCESSOR_BYTES and len(self._successors_of) > 1:
-                self._successor_bytes -= self._successors_of.popitem(last=False)[1].nbytes
-        return hit
 
     def _ends_of(self, state: int, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The tokens of ``words`` (end of generation left out) and the state after each
