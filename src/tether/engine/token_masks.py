@@ -49,8 +49,6 @@ class TrieWalker:
         self.dfa = dfa
         self.vocab = vocab
         self.trie = class_trie(vocab, dfa.class_of_byte, dfa.n_classes)
-        # Scratch arrays of the walks, one set per thread (walks may run concurrently)
-        self._buffers = threading.local()
 
     def mask(self, state: int) -> np.ndarray:
         """Bitmask words of the non-special tokens allowed from ``state``."""
@@ -132,73 +130,87 @@ class TrieWalker:
         events = self._events if flagged is not None else _NO_EVENTS
         noted = self._noted
         n_events = np.zeros(1, dtype=np.int64)
-        while True:
-            table = self.dfa.table
-            if successors and reached.size < table.shape[0]:
-                reached = np.concatenate(
-                    [reached, np.zeros(table.shape[0] - reached.size, np.bool_)])
-            n_missing = _walk(table, trie.node_class, trie.size, trie.node_depth,
-                              trie.tok_start, trie.tok_ids, lo, hi, st, trie.depth, words,
-                              missing, reached, flagged() if flagged is not None else _NO_FLAGS,
-                              events, noted, n_events)
-            if n_missing == 0:
-                if n_events[0] > events.size:  # some were not noted: again, with room
-                    self._buffers.events = np.empty(2 * int(n_events[0]), dtype=np.int64)
-                    noted[:] = False
-                    return self._run(starts, successors=successors, flagged=flagged)
-                found = events[:n_events[0]].copy()
-                noted[found] = False
-                return words, reached, found
-            if n_missing > _MAX_MISSING:  # too many to resume: build them, walk again
-                self.dfa.ensure_rows(self._distinct(missing[:, 1], table.shape[0]))
-                continue
-            pending = missing[:n_missing]
-            self.dfa.ensure_rows(self._distinct(pending[:, 1], table.shape[0]))
-            # The walk will read on below each pending node that has children, from the
-            # state it moves to: build those rows now rather than in one more round.
-            table = self.dfa.table
-            below = _states_below(table, trie.node_class, trie.size, pending)
-            self.dfa.ensure_rows(self._distinct(below, table.shape[0]))
-            lo = pending[:, 0].copy()
-            hi = lo + trie.size[lo]
-            st = pending[:, 1].copy()
+        try:
+            while True:
+                table = self.dfa.table
+                if successors and reached.size < table.shape[0]:
+                    reached = np.concatenate(
+                        [reached, np.zeros(table.shape[0] - reached.size, np.bool_)])
+                n_missing = _walk(table, trie.node_class, trie.size, trie.node_depth,
+                                  trie.tok_start, trie.tok_ids, lo, hi, st, trie.depth, words,
+                                  missing, reached, flagged() if flagged is not None else _NO_FLAGS,
+                                  events, noted, n_events)
+                if n_missing == 0:
+                    if n_events[0] > events.size:  # some were not noted: again, with room
+                        _SCRATCH.events = np.empty(2 * int(n_events[0]), dtype=np.int64)
+                        noted[:] = False
+                        return self._run(starts, successors=successors, flagged=flagged)
+                    found = events[:n_events[0]].copy()
+                    noted[found] = False
+                    return words, reached, found
+                if n_missing > _MAX_MISSING:  # too many to resume: build them, walk again
+                    self.dfa.ensure_rows(self._distinct(missing[:, 1], table.shape[0]))
+                    continue
+                pending = missing[:n_missing].copy()
+                self.dfa.ensure_rows(self._distinct(pending[:, 1], table.shape[0]))
+                # The walk will read on below each pending node that has children, from the
+                # state it moves to: build those rows now rather than in one more round.
+                table = self.dfa.table
+                below = _states_below(table, trie.node_class, trie.size, pending)
+                self.dfa.ensure_rows(self._distinct(below, table.shape[0]))
+                lo = pending[:, 0].copy()
+                hi = lo + trie.size[lo]
+                st = pending[:, 1].copy()
+        except BaseException:  # (a row that cannot be built: the flags stay all False)
+            noted[:] = False
+            raise
 
     def _distinct(self, states: np.ndarray, n_states: int) -> list[int]:
         """The distinct values of ``states`` (all below ``n_states``)."""
-        buffers = self._buffers.__dict__
-        seen = buffers.get("seen")
+        seen = getattr(_SCRATCH, "seen", None)
         if seen is None or seen.size < n_states:  # (all False between calls)
-            seen = buffers["seen"] = np.zeros(max(n_states, 2 * (0 if seen is None
-                                                                  else seen.size)), np.bool_)
+            seen = _SCRATCH.seen = np.zeros(max(n_states, 2 * (0 if seen is None
+                                                               else seen.size)), np.bool_)
         return _distinct_states(states, seen).tolist()
 
     @property
     def _missing(self) -> np.ndarray:
-        buffers = self._buffers.__dict__
-        if "missing" not in buffers:
-            buffers["missing"] = np.empty((_MAX_MISSING, 2), dtype=np.int64)
-        return buffers["missing"]
+        if not hasattr(_SCRATCH, "missing"):
+            _SCRATCH.missing = np.empty((_MAX_MISSING, 2), dtype=np.int64)
+        return _SCRATCH.missing
 
     @property
     def _member(self) -> np.ndarray:
-        buffers = self._buffers.__dict__
-        if "member" not in buffers:  # (all False between calls)
-            buffers["member"] = np.zeros(self.trie.size.size, dtype=np.bool_)
-        return buffers["member"]
+        return _flags("member", self.trie.size.size)
 
     @property
     def _noted(self) -> np.ndarray:
-        buffers = self._buffers.__dict__
-        if "noted" not in buffers:
-            buffers["noted"] = np.zeros(self.trie.size.size, dtype=np.bool_)
-        return buffers["noted"]
+        return _flags("noted", self.trie.size.size)
 
     @property
     def _events(self) -> np.ndarray:
-        buffers = self._buffers.__dict__
-        if "events" not in buffers:
-            buffers["events"] = np.empty(_MAX_EVENTS, dtype=np.int64)
-        return buffers["events"]
+        if not hasattr(_SCRATCH, "events"):
+            _SCRATCH.events = np.empty(_MAX_EVENTS, dtype=np.int64)
+        return _SCRATCH.events
+
+
+# Scratch arrays of the walks, one set per thread, shared by every walker of the thread
+# (a walk runs to its end before the next starts on the same thread): a constraint
+# compiled per request must not carry its own (~0.5 MB each).
+_SCRATCH = threading.local()
+MAX_SCRATCH_FLAGS = 8  # flag arrays (one per trie size) a thread keeps
+
+
+def _flags(name: str, size: int) -> np.ndarray:
+    """This thread's all-False flags ``name`` for a trie of ``size`` nodes (the walks
+    leave them all False)."""
+    flags: dict[tuple[str, int], np.ndarray] = _SCRATCH.__dict__.setdefault("flags", {})
+    hit = flags.get((name, size))
+    if hit is None:
+        if len(flags) >= MAX_SCRATCH_FLAGS:
+            flags.clear()
+        hit = flags[(name, size)] = np.zeros(size, dtype=np.bool_)
+    return hit
 
 
 @dataclass(frozen=True)
