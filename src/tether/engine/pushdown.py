@@ -131,7 +131,8 @@ class PushdownCompiled(RegularCompiled):
     def held_bytes(self) -> int:
         frames = len(self._frames) * 2 * self._empty.nbytes  # a mask and trie nodes each
         return (super().held_bytes + frames + self._subframe_bytes + self._node_sets.bytes
-                + self.pda.n_stack_nodes * STATE_OVERHEAD_BYTES + self._witnesses.held_bytes)
+                + self.pda.n_stack_nodes * STATE_OVERHEAD_BYTES + self._witnesses.held_bytes
+                + self.pda.structure_bytes)
 
     # -- budgets: a configuration's completion, frame by frame --------------------------
     def _completion_path(self, state: int) -> list[int] | None:
