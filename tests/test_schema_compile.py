@@ -519,6 +519,9 @@ def test_compile_cache_limit(smollm2_vocab) -> None:
         assert len(compiler._cache) == 1
         tether.compile(tether.JsonSchema({"type": "string", "maxLength": 3}), smollm2_vocab)
         assert len(compiler._cache) == 1
+        assert compiler.cached_bytes() > 1
+        compiler.shrink_cache()  # (the newest too: what a server does after a request)
+        assert len(compiler._cache) == 0 and compiler.cached_bytes() == 0
     finally:
         compiler.limit_cache(default)
         compiler.clear_cache()

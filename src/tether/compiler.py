@@ -69,13 +69,27 @@ def compile(constraint: Constraint | str, vocab: Vocabulary) -> Compiled:  # noq
     return compiled
 
 
-def _evict() -> None:
-    """Drop the least recently used constraints past the cache's bounds (the newest is
-    kept whatever it holds)."""
+def _evict(keep: int = 1) -> None:
+    """Drop the least recently used constraints past the cache's bounds (all but the
+    newest ``keep``: the constraint just compiled is kept whatever it holds)."""
     held = sum(c.held_bytes for c in _cache.values())
-    while len(_cache) > 1 and (len(_cache) > MAX_CACHED_CONSTRAINTS
-                               or held > MAX_CACHED_BYTES):
+    while len(_cache) > keep and (len(_cache) > MAX_CACHED_CONSTRAINTS
+                                  or held > MAX_CACHED_BYTES):
         held -= _cache.popitem(last=False)[1].held_bytes
+
+
+def shrink_cache() -> None:
+    """Evict past the cache's bounds now, the newest constraint included: what a cached
+    constraint holds grows as it is used (its masks), so a server calls this after each
+    request."""
+    with _cache_lock:
+        _evict(keep=0)
+
+
+def cached_bytes() -> int:
+    """What the cached constraints hold (the sum of their ``held_bytes``)."""
+    with _cache_lock:
+        return sum(c.held_bytes for c in _cache.values())
 
 
 def limit_cache(max_bytes: int) -> None:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import tether.compiler
 from tether.errors import TetherError
 from tether.runtime.llama import LlamaModel
 from tether.serve import memory
@@ -140,7 +141,9 @@ class ModelWorker:
                 self._run(job)
             finally:
                 job.ticket.release()
-                memory.trim()
+            del job  # (what its constraints hold is freed before the trim)
+            tether.compiler.shrink_cache()
+            memory.trim()
             self._job_seconds = 0.8 * self._job_seconds + 0.2 * (time.monotonic() - started)
 
     def _run(self, job: Job) -> None:
