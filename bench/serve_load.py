@@ -22,6 +22,7 @@ import json
 import statistics
 import sys
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -79,6 +80,7 @@ def main() -> None:
         client.chat.completions.create(model="any", max_tokens=4,
                                        messages=[{"role": "user", "content": "hi"}])
         rss = {"start": server.rss_kb()}
+        memory = {"start": _memory(server.url)}
         results: list[dict] = []
         started = time.perf_counter()
         with ThreadPoolExecutor(args.clients) as pool:
@@ -91,15 +93,23 @@ def main() -> None:
                     elapsed_200 = time.perf_counter() - started
                 if len(results) % 50 == 0:
                     rss[f"after_{len(results)}"] = server.rss_kb()
+                    memory[f"after_{len(results)}"] = _memory(server.url)
                     print(f"  {len(results)}/{args.requests} requests, server RSS "
                           f"{rss[f'after_{len(results)}'] / 1024:.1f} MB", file=sys.stderr)
         elapsed = time.perf_counter() - started
         rss["end"] = server.rss_kb()
-    report(results, elapsed, elapsed_200, rss, args)
+        memory["end"] = _memory(server.url)
+    report(results, elapsed, elapsed_200, rss, memory, args)
+
+
+def _memory(url: str) -> dict[str, float]:
+    """The server's own account of its memory (``/health``)."""
+    with urllib.request.urlopen(f"{url}/health", timeout=60) as reply:
+        return json.load(reply)["memory_mb"]
 
 
 def report(results: list[dict], elapsed: float, elapsed_200: float, rss: dict,
-           args: argparse.Namespace) -> None:
+           memory: dict, args: argparse.Namespace) -> None:
     done = [r for r in results if "latency" in r]
     first = [r for r in done if r["index"] < 200]
     latencies = sorted(r["latency"] for r in done)
@@ -120,6 +130,7 @@ def report(results: list[dict], elapsed: float, elapsed_200: float, rss: dict,
                     for r in done if not r["valid"]],
         "rss_mb": {k: round(v / 1024, 1) for k, v in rss.items()},
         "rss_growth_mb": round((rss["end"] - rss["start"]) / 1024, 1),
+        "memory_mb": memory,
         "rss_growth_after_warm_up_mb": round((rss["end"] - rss.get("after_warm_up", 0)) / 1024,
                                              1),
     }
@@ -135,6 +146,8 @@ def report(results: list[dict], elapsed: float, elapsed_200: float, rss: dict,
           f"first {WARM_UP} requests, with the bounded caches full: "
           f"{summary['rss_growth_after_warm_up_mb']} MB)")
     print(f"invalid outputs: {summary['invalid']}")
+    for when, parts in memory.items():
+        print(f"  memory {when}: {parts}")
 
 
 if __name__ == "__main__":

@@ -73,7 +73,11 @@ def post(url: str, body: bytes, headers: dict | None = None) -> tuple[int, dict,
 # -- the basics ---------------------------------------------------------------------------------
 def test_health_and_models(server, client):
     with urllib.request.urlopen(f"{server.url}/health") as response:
-        assert json.load(response)["status"] == "ok"
+        health = json.load(response)
+    assert health["status"] == "ok"
+    memory = health["memory_mb"]  # where the server's memory is (docs/serving.md)
+    assert memory["rss"] > 100 and memory["python_blocks"] > 0
+    assert 0 <= memory["compile_cache"] <= 16.5 and memory["shared_frames"] >= 0
     models = client.models.list()
     assert [m.id for m in models.data] == ["SmolLM2-135M-Instruct"]
 

@@ -87,7 +87,7 @@ def create_app(lm: LlamaModel, model_id: str, settings: Settings = Settings()) -
     @app.get("/health")
     async def health() -> dict[str, Any]:
         return {"status": "ok", "model": model_id, "requests": worker.admitted,
-                "capacity": worker.capacity}
+                "capacity": worker.capacity, "memory_mb": _memory_mb()}
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -124,6 +124,16 @@ def create_app(lm: LlamaModel, model_id: str, settings: Settings = Settings()) -
                             lambda body: plan_completion(body, lm, worker.lock), chat=False)
 
     return app
+
+
+def _memory_mb() -> dict[str, float]:
+    """The process's memory (:func:`tether.serve.memory.usage`) and what tether's bounded
+    caches hold, in MB."""
+    from tether.compiler import cached_bytes
+    from tether.engine.pushdown import shared_frame_bytes
+
+    return {**memory.usage(), "compile_cache": round(cached_bytes() / 2**20, 1),
+            "shared_frames": round(shared_frame_bytes() / 2**20, 1)}
 
 
 def _planning(plan: Callable[[Any], Plan], body: Any) -> Callable[[], Plan]:
