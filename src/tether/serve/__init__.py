@@ -66,19 +66,25 @@ def serve(model: str | os.PathLike[str] | None = None, *, host: str = DEFAULT_HO
         raise TetherError(f"could not listen on {host}:{port}")
 
 
-WARM_UP_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}},
-                  "required": ["ok"]}
+WARM_UP_SCHEMA = {  # strings, numbers, an enum, an array, a format, optional keys
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 40}, "ok": {"type": "boolean"},
+                   "count": {"type": "integer", "minimum": 0}, "ratio": {"type": "number"},
+                   "kind": {"enum": ["a", "b"]}, "when": {"type": "string", "format": "date"},
+                   "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3}},
+    "required": ["name", "ok", "kind"]}
+WARM_UP_TOKENS = 40
 
 
 def warm_up(lm: LlamaModel) -> None:
-    """Generate a few tokens under a small schema before listening: the compiled kernels,
-    the vocabulary's trie and the lazily loaded modules are in memory before the first
-    request (its latency), and what memory grows by afterwards is what the bounded caches
-    hold."""
+    """Generate a few tokens under a small schema of each kind of value before listening:
+    the compiled kernels, the vocabulary's lazily built tables, the first cached pieces and
+    the lazily loaded modules are in memory before the first request (its latency), and
+    what memory grows by afterwards is what the bounded caches hold."""
     import tether
 
     tether.generate("Reply with JSON.", tether.JsonSchema(WARM_UP_SCHEMA), model=lm,
-                    max_tokens=16, temperature=0.0)
+                    max_tokens=WARM_UP_TOKENS, temperature=0.0)
 
 
 def check_address(host: str, port: int) -> None:
