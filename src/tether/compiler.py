@@ -72,7 +72,7 @@ def compile(constraint: Constraint | str, vocab: Vocabulary) -> Compiled:  # noq
 def _evict(keep: int = 1) -> None:
     """Drop the least recently used constraints past the cache's bounds (all but the
     newest ``keep``: the constraint just compiled is kept whatever it holds)."""
-    held = sum(c.held_bytes for c in _cache.values())
+    held = _held()
     while len(_cache) > keep and (len(_cache) > MAX_CACHED_CONSTRAINTS
                                   or held > MAX_CACHED_BYTES):
         held -= _cache.popitem(last=False)[1].held_bytes
@@ -89,7 +89,11 @@ def shrink_cache() -> None:
 def cached_bytes() -> int:
     """What the cached constraints hold (the sum of their ``held_bytes``)."""
     with _cache_lock:
-        return sum(c.held_bytes for c in _cache.values())
+        return _held()
+
+
+def _held() -> int:
+    return sum(c.held_bytes for c in _cache.values())
 
 
 def limit_cache(max_bytes: int) -> None:

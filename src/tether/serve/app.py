@@ -28,6 +28,8 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether import json_input
+from tether.compiler import cached_bytes
+from tether.engine.pushdown import shared_frame_bytes
 from tether.errors import TetherError
 from tether.runtime.llama import LlamaModel
 from tether.serve import memory
@@ -129,9 +131,6 @@ def create_app(lm: LlamaModel, model_id: str, settings: Settings = Settings()) -
 def _memory_mb() -> dict[str, float]:
     """The process's memory (:func:`tether.serve.memory.usage`) and what tether's bounded
     caches hold, in MB."""
-    from tether.compiler import cached_bytes
-    from tether.engine.pushdown import shared_frame_bytes
-
     return {**memory.usage(), "compile_cache": round(cached_bytes() / 2**20, 1),
             "shared_frames": round(shared_frame_bytes() / 2**20, 1)}
 
