@@ -103,6 +103,7 @@ class ChoiceRun:
         self.sessions: list[Session] = [choice.session]
         self.forced_marker = 0  # tokens of the call marker forced under "auto"
         self._text = ""  # text the session produced in the current step
+        self._listened: list[Session] = []  # sessions whose on_text this run set
         tool = choice.tool
         self.reader: CallReader | None = None
         self.undecided = ""  # "auto": the text before the model chose text or a call
@@ -115,26 +116,34 @@ class ChoiceRun:
     def run(self) -> None:
         lm, choice = self.lm, self.choice
         lm.start(choice.prompt)
-        loop = self._loop(choice.session)
-        stop: str | None = None
-        while loop is not None:
-            switch_to = None
-            for step in loop.steps():
-                self._step(step)
-                if self.mode == "undecided" and self.undecided.strip():
-                    switch_to = self._decide_mode(loop)
-                    if switch_to is not None:
+        try:
+            loop = self._loop(choice.session)
+            stop: str | None = None
+            while loop is not None:
+                switch_to = None
+                for step in loop.steps():
+                    self._step(step)
+                    if self.mode == "undecided" and self.undecided.strip():
+                        switch_to = self._decide_mode(loop)
+                        if switch_to is not None:
+                            break
+                    stop = self.interrupted() or ("stop_string" if self.stops.hit else None)
+                    if stop is not None:
                         break
-                stop = self.interrupted() or ("stop_string" if self.stops.hit else None)
-                if stop is not None:
-                    break
-            loop, stop = (switch_to, None) if switch_to is not None else \
-                (None, stop or loop.stop_reason)
-        self._finish(stop or "eog")
+                loop, stop = (switch_to, None) if switch_to is not None else \
+                    (None, stop or loop.stop_reason)
+            self._finish(stop or "eog")
+        finally:
+            # The sessions no longer call back into this run: a session -> run -> plan ->
+            # session cycle would keep the request's constraints and masks alive until
+            # the garbage collector's next full pass (measured: tens of MB under load).
+            for session in self._listened:
+                session.on_text = None
 
     # -- a step ----------------------------------------------------------------------------
     def _loop(self, session: Session, pending: list[int] | None = None) -> ModelLoop:
         session.on_text = self._on_text
+        self._listened.append(session)
         return ModelLoop(self.lm, session, pending or [], guard=self.guard)
 
     def _on_text(self, text: str) -> None:
