@@ -22,6 +22,11 @@ from tether.errors import ConstraintViolation, TetherError
 from tether.vocab import Vocabulary
 from tether.vocab.vocabulary import token_index
 
+# Room (tokens beyond the shortest completion) past which mask_within() need not check
+# tokens one by one: a heuristic, no single token opens that much more structure in
+# practice (docs/generation.md, "Budget").
+BUDGET_SLACK = 32
+
 
 @dataclass(frozen=True)
 class Forced:
@@ -156,6 +161,17 @@ class Matcher(ABC):
             if not self.completes_after(token, k):
                 words[token >> 5] &= ~np.uint32(1 << (token & 31))
         return words
+
+    def mask_within(self, left: int) -> np.ndarray:
+        """:meth:`mask` for a text that must be complete within ``left`` more tokens (end
+        of generation not counted): :meth:`budget_mask` near the end of the budget, the
+        plain mask while the shortest completion is more than ``BUDGET_SLACK`` tokens
+        away from it; at ``left <= 0`` end of generation alone, if allowed."""
+        if left <= 0:
+            return self.mask() & bitmask.from_bool(self.vocab.end_of_generation)
+        if self.completes_within(left - 1 - BUDGET_SLACK):
+            return self.mask()
+        return self.budget_mask(left - 1)
 
     def fill(self, out: np.ndarray, row: int = 0) -> None:
         """Write the mask into row ``row`` of a ``(batch, words)`` uint32 array."""

@@ -43,9 +43,6 @@ from tether.session.fused import Choice, Decide, FusedConstraint
 from tether.vocab import Vocabulary
 
 MAX_REJECTIONS = 32  # tokens refused by the budget in one step before its mask is computed
-# Room (tokens beyond the shortest completion) past which mask() need not check tokens
-# one by one: no single token opens that much more structure in practice.
-BUDGET_SLACK = 32
 
 STOP_REASONS = ("eog", "newline", "constraint_complete", "budget", "context")
 
@@ -149,9 +146,7 @@ class Session:
         if self.matcher is None:
             return self._free  # type: ignore[return-value]
         left = self.tokens_left
-        if left is None or self.matcher.completes_within(left - 1 - BUDGET_SLACK):
-            return self.matcher.mask()
-        return self.matcher.budget_mask(left - 1)
+        return self.matcher.mask() if left is None else self.matcher.mask_within(left)
 
     def jump_forward(self) -> list[int]:
         """Consume the tokens of the bytes the constraint forces (jump-forward) and
