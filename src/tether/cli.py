@@ -40,7 +40,9 @@ from tether.sampling import Program, parse_program
 from tether.session import (
     EXTRA_PROPERTIES,
     PHASE_MODES,
+    SAMPLERS,
     StepInfo,
+    check_sampler,
     compile_for_generation,
     decider,
 )
@@ -48,6 +50,7 @@ from tether.vocab import Vocabulary
 
 if TYPE_CHECKING:
     from tether.runtime.generate import GenerationResult
+    from tether.sampling.smc import SMCResult
 
 # Ready-made grammars ``--grammar`` takes by name (a file of that name: ``./NAME``):
 # a Python module, and a Python module in a Markdown code block (what chat models write).
@@ -158,6 +161,12 @@ def _generation_args(parser: argparse.ArgumentParser) -> None:
                         help="a sampling program (docs/sampling-dsl.md): a file, or its text")
     parser.add_argument("--deterministic", action="store_true",
                         help="argmax decoding over admissible tokens (no sampling settings)")
+    parser.add_argument("--sampler", choices=SAMPLERS, default="mask",
+                        help="mask: token by token (default); smc: sequential Monte Carlo, "
+                             "draws from the model's distribution restricted to the "
+                             "constraint (docs/faithful-sampling.md)")
+    parser.add_argument("--particles", type=int, default=16,
+                        help="with --sampler smc: particles (default: %(default)s)")
     parser.add_argument("--model", default=None,
                         help="a GGUF file (default: embedded SmolLM2)")
     parser.add_argument("--system", default=None, help="system message for the chat template")
@@ -232,6 +241,9 @@ def _run(args: argparse.Namespace, on_text: Callable[[str], None] | None) -> Gen
     sampling = _sampling(args.sampling)
     # Bad settings and constraints are reported before the model loads.
     decider(Vocabulary.of_bytes(), sampling, args.temperature, args.deterministic, args.seed)
+    check_sampler(args.sampler, args.particles, constraint, sampling, args.temperature,
+                  args.deterministic, config is not None or args.types is not None
+                  or args.imports is not None or bool(args.forbid) or args.phase != "off")
     if constraint is not None:
         compile_for_generation(constraint, Vocabulary.of_bytes(), args.extra_properties)
     _progress("loading model…")
@@ -242,7 +254,8 @@ def _run(args: argparse.Namespace, on_text: Callable[[str], None] | None) -> Gen
                     seed=args.seed, temperature=args.temperature, system=args.system,
                     on_text=on_text, sampling=sampling, deterministic=args.deterministic,
                     fusion=config, types=_regex(args.types), imports=imports,
-                    phase=args.phase, extra_properties=args.extra_properties)
+                    phase=args.phase, extra_properties=args.extra_properties,
+                    sampler=args.sampler, particles=args.particles)
 
 
 def _fusion_config(args: argparse.Namespace) -> tuple[FusionConfig | None, Regex | None]:
@@ -277,7 +290,8 @@ def _generate(args: argparse.Namespace) -> int:
               f"stop: {result.stop_reason}; KL total {result.kl_total:.3f} nats, "
               f"max {result.kl_max:.3f}"
               + ("" if result.confidence is None else
-                 f"; confidence {result.confidence:.3f} (mean log-prob)"))
+                 f"; confidence {result.confidence:.3f} (mean log-prob)")
+              + ("" if result.smc is None else f"; {_smc_line(result.smc)}"))
     return EXIT_OK
 
 
@@ -303,7 +317,16 @@ def _explain(args: argparse.Namespace) -> int:
           f"Σ KL {summary.kl_total:.4f} nats; mean KL {summary.kl_mean:.4f}; "
           f"max KL {summary.kl_max:.4f} at step {worst}; "
           f"log p(L) ≈ {summary.log_p_estimate:.4f}; stop: {result.stop_reason}")
+    if result.smc is not None:
+        print(_smc_line(result.smc))
     return EXIT_OK
+
+
+def _smc_line(smc: SMCResult) -> str:
+    ess = " ".join(f"{e:.1f}" for e in smc.ess)
+    return (f"smc: {smc.particles} particles, log p(L) ≈ {smc.log_marginal:.4f} (over "
+            f"particles), {smc.resampled} resamplings, {smc.model_calls} model calls, "
+            f"ESS by step {ess}")
 
 
 def _explain_row(index: int, step: StepInfo, vocab: Vocabulary) -> tuple[str, ...]:

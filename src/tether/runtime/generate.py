@@ -41,8 +41,14 @@ from tether.fusion import Domain, FusionConfig, Scorer
 from tether.runtime.embedded import embedded_model_path
 from tether.runtime.loop import ModelLoop
 from tether.sampling import DeterministicDecoder, Pipeline, Program, beam_search
+from tether.sampling.smc import SMC, SMCResult
 from tether.session.build import build_session, constraint_matcher, fused_domains
-from tether.session.deciders import DEFAULT_SAMPLING, Deterministic, decider
+from tether.session.deciders import (
+    DEFAULT_SAMPLING,
+    Deterministic,
+    check_sampler,
+    decider,
+)
 from tether.session.diagnostics import RunSummary, StepInfo
 from tether.session.policy import generation_constraint
 from tether.session.session import STOP_REASONS, Session
@@ -51,8 +57,8 @@ from tether.vocab import Vocabulary
 if TYPE_CHECKING:
     from tether.runtime.llama import LlamaModel
 
-__all__ = ["DEFAULT_SAMPLING", "STOP_REASONS", "GenerationResult", "Model", "generate",
-           "load_model"]
+__all__ = ["DEFAULT_SAMPLING", "STOP_REASONS", "GenerationResult", "Model", "ModelSource",
+           "generate", "load_model"]
 
 
 class Model(Protocol):
@@ -95,6 +101,7 @@ class GenerationResult:
     decode_s: float = 0.0
     confidence: float | None = None
     suppressed: bool = False
+    smc: SMCResult | None = None
 
     @property
     def summary(self) -> RunSummary:
@@ -131,6 +138,10 @@ class GenerationResult:
             "compile_s": self.compile_s, "prefill_s": self.prefill_s,
             "decode_s": self.decode_s, "confidence": self.confidence,
             "suppressed": self.suppressed,
+            **({} if self.smc is None else {"smc": {
+                "particles": self.smc.particles, "log_marginal": self.smc.log_marginal,
+                "ess": list(self.smc.ess), "resampled": self.smc.resampled,
+                "model_calls": self.smc.model_calls}}),
         }
 
 
@@ -177,6 +188,8 @@ def generate(
     soft: Mapping[Domain, Scorer] | None = None,
     phase: str = "off",
     extra_properties: str = "forbid",
+    sampler: str = "mask",
+    particles: int = 16,
 ) -> GenerationResult:
     """Generate a completion of ``prompt`` that satisfies ``constraint``.
 
@@ -205,10 +218,18 @@ def generate(
     ``extra_properties`` (JSON Schema only, :mod:`tether.session.policy`): ``"forbid"``
     (default) generates objects that declare properties closed and in schema order,
     each key once; ``"spec"`` gives the model the freedom the schema allows.
+
+    ``sampler="smc"`` draws from the model's own distribution restricted to the
+    constraint (at ``temperature``) by sequential Monte Carlo over ``particles`` forked
+    matchers instead of masking token by token (docs/faithful-sampling.md); the result's
+    ``smc`` holds its estimate of log p(L), ESS history and model calls.
     """
     if max_tokens < 0:
         raise TetherError(f"max_tokens must be ≥ 0, not {max_tokens}")
     generation_constraint(constraint, extra_properties)  # checks extra_properties
+    check_sampler(sampler, particles, constraint, sampling, temperature, deterministic,
+                  fusion is not None or types is not None or imports is not None
+                  or bool(soft) or phase != "off")
     lm = model if _is_model(model) else load_model(model)
     decide = decider(lm.vocab, sampling, temperature, deterministic, seed)
     started = time.perf_counter()
@@ -224,8 +245,12 @@ def generate(
         raise TetherError(f"the prompt ({len(prompt_ids)} tokens) does not fit the "
                           f"context window ({lm.n_ctx} tokens)")
     room = lm.n_ctx - len(prompt_ids)
-    if isinstance(decide, Program):
-        run: _ModelRun | _BeamRun = _BeamRun(lm, matcher, decide, prompt_ids, on_text)
+    if sampler == "smc":
+        run: _ModelRun | _BeamRun | _SMCRun = _SMCRun(
+            lm, matcher, prompt_ids, particles, DEFAULT_SAMPLING.temperature
+            if temperature is None else temperature, seed, on_text)
+    elif isinstance(decide, Program):
+        run = _BeamRun(lm, matcher, decide, prompt_ids, on_text)
     else:
         single_line = isinstance(decide, Deterministic) and decide.decoder.single_line
         session = build_session(lm.vocab, lm, matcher, decide, max_tokens=max_tokens,
@@ -244,7 +269,50 @@ def generate(
         kl=run.steps, prompt_tokens=len(prompt_ids), compile_s=compiled_at - started,
         prefill_s=prefilled_at - compiled_at, decode_s=finished_at - prefilled_at,
         confidence=None if confidence is None else confidence.mean,
-        suppressed=confidence is not None and confidence.suppressed)
+        suppressed=confidence is not None and confidence.suppressed,
+        smc=run.result if isinstance(run, _SMCRun) else None)
+
+
+class _SMCRun:
+    """A run decided by sequential Monte Carlo (:class:`~tether.sampling.smc.SMC`): the
+    text of one particle drawn by weight, streamed once chosen."""
+
+    def __init__(self, lm: Model, matcher: Matcher, prompt_ids: Sequence[int],
+                 particles: int, temperature: float, seed: int | None,
+                 on_text: Callable[[str], None] | None) -> None:
+        self.lm, self.matcher, self.on_text = lm, matcher, on_text
+        self.source = ModelSource(lm, prompt_ids)
+        self.particles, self.temperature, self.seed = particles, temperature, seed
+        self.tokens: list[int] = []
+        self.steps: list[StepInfo] = []
+        self.result: SMCResult | None = None
+
+    def run(self, max_tokens: int, room: int) -> str:
+        smc = SMC(self.source, self.lm.vocab, self.matcher, particles=self.particles,
+                  max_tokens=min(max_tokens, room), temperature=self.temperature)
+        self.result = smc.sample(self.seed)
+        self.tokens = list(self.result.tokens)
+        for i, token in enumerate((*self.tokens, self._end(smc))):
+            node = smc.tree.node(self.result.tokens[:i])
+            at = int(np.searchsorted(node.ids, token))
+            self.steps.append(StepInfo(token=token, forced=False, kl=-node.log_z,
+                                       feasible=int(node.ids.size),
+                                       logprob=float(node.logp[at] - node.log_z)))
+        return "eog"
+
+    def _end(self, smc: SMC) -> int:
+        """The end-of-generation token the chosen particle drew (the most likely one)."""
+        node = smc.tree.node(tuple(self.tokens))
+        ends = self.lm.vocab.end_of_generation[node.ids]
+        return int(node.ids[ends][np.argmax(node.logp[ends])])
+
+    def text(self) -> str:
+        return b"".join(self.lm.vocab.token_bytes(t) for t in self.tokens).decode(
+            "utf-8", errors="replace")
+
+    def flush(self) -> None:
+        if self.on_text is not None and self.tokens:
+            self.on_text(self.text())
 
 
 def _is_model(model: object) -> bool:
@@ -268,8 +336,9 @@ class _ModelRun:
         self.session.flush()
 
 
-class _ModelSource:
-    """The model as beam search sees it: logits after the prompt and given tokens. It
+class ModelSource:
+    """The model as beam search and SMC see it (a
+    :class:`~tether.sampling.LogitsSource`): logits after the prompt and given tokens. It
     keeps what the model holds in common with the request (cutting the KV cache back
     where the model can ``truncate``, else re-reading from the start) and evaluates the
     rest, replaying one token when the request is a prefix of what it holds."""
@@ -302,7 +371,7 @@ class _BeamRun:
     def __init__(self, lm: Model, matcher: Matcher | None, program: Program,
                  prompt_ids: Sequence[int], on_text: Callable[[str], None] | None) -> None:
         self.lm, self.matcher, self.program, self.on_text = lm, matcher, program, on_text
-        self.source = _ModelSource(lm, prompt_ids)
+        self.source = ModelSource(lm, prompt_ids)
         self.tokens: list[int] = []
         self.steps: list[StepInfo] = []
 

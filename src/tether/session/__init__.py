@@ -11,7 +11,14 @@ from tether.session.build import (
     constraint_matcher,
     fused_domains,
 )
-from tether.session.deciders import DEFAULT_SAMPLING, Deterministic, Sampler, decider
+from tether.session.deciders import (
+    DEFAULT_SAMPLING,
+    SAMPLERS,
+    Deterministic,
+    Sampler,
+    check_sampler,
+    decider,
+)
 from tether.session.diagnostics import RunSummary, StepInfo
 from tether.session.fused import FreeText, FusedConstraint
 from tether.session.policy import (
@@ -25,6 +32,7 @@ __all__ = [
     "DEFAULT_SAMPLING",
     "EXTRA_PROPERTIES",
     "PHASE_MODES",
+    "SAMPLERS",
     "STOP_REASONS",
     "Deterministic",
     "FreeText",
@@ -35,6 +43,7 @@ __all__ = [
     "StepInfo",
     "decider",
     "build_session",
+    "check_sampler",
     "compile_for_generation",
     "constraint_matcher",
     "free_mask",

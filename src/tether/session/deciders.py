@@ -1,7 +1,8 @@
 """What decides a token from the logits under a mask: a sampling pipeline or program,
 or the deterministic decoder (SPEC §9). Each returns ``(token, diagnostics, stop)``
 (:data:`~tether.session.fused.Choice`); a ``beam k`` program is run whole by the
-runtime instead (it re-reads the model per beam)."""
+runtime instead (it re-reads the model per beam), and so is sequential Monte Carlo
+(``sampler="smc"``, :func:`check_sampler` says what it runs with)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 from tether.errors import TetherError
 from tether.sampling import DeterministicDecoder, Pipeline, Program, parse_program
 from tether.sampling.deterministic import Confidence
+from tether.sampling.smc import MAX_PARTICLES
 from tether.session.diagnostics import StepInfo
 from tether.session.fused import Choice
 from tether.vocab import Vocabulary
@@ -79,3 +81,31 @@ def decider(vocab: Vocabulary, sampling: Pipeline | Program | str | None = None,
     if seed is not None and (not isinstance(seed, int) or seed < 0):
         raise TetherError(f"seed must be an int ≥ 0, not {seed!r}")
     return Sampler(chosen, vocab, np.random.default_rng(seed))
+
+
+SAMPLERS = ("mask", "smc")
+
+
+def check_sampler(sampler: str, particles: int, constraint: object, sampling: object,
+                  temperature: float | None, deterministic: object, fused: bool) -> None:
+    """Refuse settings that ``sampler`` (``mask``: token by token; ``smc``: sequential
+    Monte Carlo, :mod:`tether.sampling.smc`) cannot run with."""
+    if sampler not in SAMPLERS:
+        raise TetherError(f"sampler must be one of {', '.join(SAMPLERS)}, not {sampler!r}")
+    if sampler == "mask":
+        return
+    if constraint is None:
+        raise TetherError("sampler 'smc' corrects what a constraint does to the model's "
+                          "distribution: give it a constraint")
+    if sampling is not None or deterministic:
+        raise TetherError("sampler 'smc' draws from the model's own distribution: it takes "
+                          "no sampling program and no deterministic decoding (temperature "
+                          "sets the target's temperature)")
+    if fused:
+        raise TetherError("sampler 'smc' does not run with fusion (fusion, types, imports, "
+                          "soft, phase)")
+    if temperature is not None and not temperature > 0:
+        raise TetherError(f"sampler 'smc' needs a temperature above 0, not {temperature}")
+    if not 1 <= particles <= MAX_PARTICLES:
+        raise TetherError(f"particles must be between 1 and {MAX_PARTICLES}, not "
+                          f"{particles}")
