@@ -10,7 +10,8 @@ the target. Two models:
   tokens) and deterministic pseudo-random logits per prefix (``--scale`` their standard
   deviation); ``--draws`` (20,000) draws per setting: 1, 4, 16, 64 particles, without
   lookahead (pure SMC) and with the default (the ends of texts summed exactly).
-  KL(target ‖ empirical) in nats (inf when the draws miss an outcome) and total variation.
+  KL(target ‖ empirical) in nats (inf when the draws miss an outcome: ``min p`` is the
+  target's least likely text) and total variation.
 * ``--model embedded``: the embedded SmolLM2 (llama.cpp, one thread) at temperature 1 on
   the prompts; ``--draws`` (1,000) draws of plain masking and of SMC with 16 particles
   (without and with lookahead); total variation to the target. Cost of one run with a
@@ -81,13 +82,14 @@ def synthetic(draws: int, scale: float, seed: int) -> None:
     vocab = tether.Vocabulary([*TOKENS, b""], eos_ids=[len(TOKENS)])
     source = SyntheticSource(vocab.size, seed=seed, scale=scale)
     rows = []
-    print(f"{'constraint':17s} {'texts':>5s} {'masking':>14s}   " + "  ".join(
+    print(f"{'constraint':17s} {'texts':>5s} {'min p':>7s} {'masking':>14s}   " + "  ".join(
         f"{f'N={n} la={la}':>14s}" for n, la in SYNTHETIC_RUNS) + "   (KL nats / TV)")
     for name, (_, constraint) in CASES.items():
         compiled = tether.compile(constraint, vocab)
         exact = exact_distributions(source, vocab, compiled.matcher())
         masking = divergence(exact.target, exact.masking)
         row: dict[str, Any] = {"constraint": name, "texts": len(exact.target),
+                               "min_target": min(exact.target.values()),
                                "masking_kl": masking.kl, "masking_tv": masking.tv,
                                "smc": {}}
         for n, lookahead in SYNTHETIC_RUNS:
@@ -100,7 +102,8 @@ def synthetic(draws: int, scale: float, seed: int) -> None:
         rows.append(row)
         found_at = [row["smc"][f"{n}/{la}"] for n, la in SYNTHETIC_RUNS]
         cells = "  ".join(f"{f['kl']:7.4f}/{f['tv']:.3f}" for f in found_at)
-        print(f"{name:17s} {row['texts']:5d} {masking.kl:7.3f}/{masking.tv:.3f}   {cells}")
+        print(f"{name:17s} {row['texts']:5d} {row['min_target']:7.1e} "
+              f"{masking.kl:7.3f}/{masking.tv:.3f}   {cells}")
     save("smc_faithful", {"model": "synthetic", "draws": draws, "scale": scale,
                           "seed": seed, "rows": rows})
 

@@ -219,3 +219,57 @@ def test_smc_with_the_embedded_model() -> None:
     result = tether.generate("Pick a number from 1 to 9.", tether.Regex("[1-9]"),
                              sampler="smc", particles=4, seed=0, temperature=1.0)
     assert re.fullmatch("[1-9]", result.text) and result.smc is not None
+
+
+class _BatchSource:
+    """A synthetic source that also answers in batches, counting both kinds of call."""
+
+    def __init__(self) -> None:
+        self.inner = SyntheticSource(VOCAB.size, seed=6)
+        self.single = self.batches = 0
+
+    def next_logits(self, tokens):
+        self.single += 1
+        return self.inner.next_logits(tokens)
+
+    def next_logits_batch(self, prefixes):
+        self.batches += 1
+        return np.stack([self.inner.next_logits(p) for p in prefixes])
+
+
+def test_a_step_goes_to_a_batching_source_in_one_call() -> None:
+    compiled = tether.compile(tether.Regex("[abc]{2,4}"), VOCAB)
+    batched, plain = _BatchSource(), SyntheticSource(VOCAB.size, seed=6)
+    one = SMC(batched, VOCAB, compiled.matcher(), particles=16, lookahead=0).sample(1)
+    two = SMC(plain, VOCAB, compiled.matcher(), particles=16, lookahead=0).sample(1)
+    assert one == two or one.tokens == two.tokens  # the same draw either way
+    assert batched.batches >= 1 and batched.single <= 1  # the root alone, at most
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_smc_with_a_transformers_model() -> None:
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("accelerate")
+    from tether.errors import ModelError
+    from tether.integrations.transformers_source import TransformersSource
+    from tether.runtime.hf_export import export_embedded
+
+    try:
+        folder = export_embedded()
+    except ModelError:
+        pytest.skip("the embedded model is not installed")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    vocab = tether.Vocabulary.from_tokenizer(tokenizer)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Pick a number from 1 to 9."}], tokenize=False,
+        add_generation_prompt=True)
+    prompt = tokenizer(text, add_special_tokens=False)["input_ids"]
+    source = TransformersSource(model.eval(), prompt, pad_id=tokenizer.eos_token_id)
+    rows = source.next_logits_batch([[], [tokenizer.convert_tokens_to_ids("7")]])
+    assert np.allclose(rows[0], source.next_logits([]), atol=1e-3)  # padding changes nothing
+    compiled = tether.compile(tether.Regex("[1-9]"), vocab)
+    result = SMC(source, vocab, compiled.matcher(), particles=8).sample(0)
+    assert re.fullmatch(rb"[1-9]", b"".join(vocab.token_bytes(t) for t in result.tokens))

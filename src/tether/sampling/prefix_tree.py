@@ -106,7 +106,23 @@ class PrefixTree:
         if hit is not None:
             self._nodes.move_to_end(prefix)
             return hit
-        node = self._compute(prefix)
+        words = self._mask_at(prefix)
+        self.model_calls += 1
+        return self._keep(prefix, self._node(words, self.source.next_logits(prefix)))
+
+    def prefetch(self, prefixes: Sequence[tuple[int, ...]]) -> None:
+        """Compute the nodes of ``prefixes`` not kept yet in one batched model call, if
+        the source has ``next_logits_batch`` (a transformers model does)."""
+        batch = getattr(self.source, "next_logits_batch", None)
+        missing = list(dict.fromkeys(p for p in prefixes if p not in self._nodes))
+        if batch is None or len(missing) < 2:
+            return
+        rows = batch(missing)
+        self.model_calls += 1
+        for prefix, logits in zip(missing, rows, strict=True):
+            self._keep(prefix, self._node(self._mask_at(prefix), logits))
+
+    def _keep(self, prefix: tuple[int, ...], node: Node) -> Node:
         self._nodes[prefix] = node
         self._bytes += node.nbytes
         while self._bytes > self.max_bytes and len(self._nodes) > 1:
@@ -194,10 +210,10 @@ class PrefixTree:
             return hit.ids
         return bitmask.to_ids(self._mask_at(prefix), self.vocab.size)
 
-    def _compute(self, prefix: tuple[int, ...]) -> Node:
-        words = self._mask_at(prefix)
-        logits = np.asarray(self.source.next_logits(prefix), dtype=np.float64)
-        self.model_calls += 1
+    def _node(self, words: np.ndarray, logits: np.ndarray) -> Node:
+        """The node of a prefix whose mask is ``words`` and whose next-token logits are
+        ``logits``."""
+        logits = np.asarray(logits, dtype=np.float64)
         if self.temperature != 1.0:
             logits = logits / self.temperature
         ids = bitmask.to_ids(words, min(self.vocab.size, logits.shape[0])).astype(np.int64)

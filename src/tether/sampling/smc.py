@@ -24,7 +24,8 @@ wants to follow with more) stop being over-proposed. With one particle and
 
 Particles share the :class:`~tether.sampling.prefix_tree.PrefixTree` of one constraint
 and model: a prefix's model call and mask are computed once however many particles (or
-runs of the same :class:`SMC`) reach it.
+runs of the same :class:`SMC`) reach it, and a step's new prefixes go to the model in
+one batch where the source takes batches (``next_logits_batch``).
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ class SMC:
         resampled = 0
         while not done.all():
             live = np.flatnonzero(~done)
+            self.tree.prefetch([prefixes[i] for i in live.tolist()])
             for i, u in zip(live.tolist(), rng.random(live.size).tolist(), strict=True):
                 self._extend(i, u, prefixes, log_w, log_ahead, done)
             ess.append(effective_sample_size(log_w))
