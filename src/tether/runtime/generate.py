@@ -273,48 +273,6 @@ def generate(
         smc=run.result if isinstance(run, _SMCRun) else None)
 
 
-class _SMCRun:
-    """A run decided by sequential Monte Carlo (:class:`~tether.sampling.smc.SMC`): the
-    text of one particle drawn by weight, streamed once chosen."""
-
-    def __init__(self, lm: Model, matcher: Matcher, prompt_ids: Sequence[int],
-                 particles: int, temperature: float, seed: int | None,
-                 on_text: Callable[[str], None] | None) -> None:
-        self.lm, self.matcher, self.on_text = lm, matcher, on_text
-        self.source = ModelSource(lm, prompt_ids)
-        self.particles, self.temperature, self.seed = particles, temperature, seed
-        self.tokens: list[int] = []
-        self.steps: list[StepInfo] = []
-        self.result: SMCResult | None = None
-
-    def run(self, max_tokens: int, room: int) -> str:
-        smc = SMC(self.source, self.lm.vocab, self.matcher, particles=self.particles,
-                  max_tokens=min(max_tokens, room), temperature=self.temperature)
-        self.result = smc.sample(self.seed)
-        self.tokens = list(self.result.tokens)
-        for i, token in enumerate((*self.tokens, self._end(smc))):
-            node = smc.tree.node(self.result.tokens[:i])
-            at = int(np.searchsorted(node.ids, token))
-            self.steps.append(StepInfo(token=token, forced=False, kl=-node.log_z,
-                                       feasible=int(node.ids.size),
-                                       logprob=float(node.logp[at] - node.log_z)))
-        return "eog"
-
-    def _end(self, smc: SMC) -> int:
-        """The end-of-generation token the chosen particle drew (the most likely one)."""
-        node = smc.tree.node(tuple(self.tokens))
-        ends = self.lm.vocab.end_of_generation[node.ids]
-        return int(node.ids[ends][np.argmax(node.logp[ends])])
-
-    def text(self) -> str:
-        return b"".join(self.lm.vocab.token_bytes(t) for t in self.tokens).decode(
-            "utf-8", errors="replace")
-
-    def flush(self) -> None:
-        if self.on_text is not None and self.tokens:
-            self.on_text(self.text())
-
-
 def _is_model(model: object) -> bool:
     return model is not None and not isinstance(model, str | os.PathLike)
 
@@ -365,15 +323,32 @@ class ModelSource:
         return np.array(self.lm.logits(), dtype=np.float32)
 
 
-class _BeamRun:
+class _WholeRun:
+    """A run that decides its whole text before streaming it (beam search, SMC)."""
+
+    def __init__(self, lm: Model, matcher: Matcher | None, prompt_ids: Sequence[int],
+                 on_text: Callable[[str], None] | None) -> None:
+        self.lm, self.matcher, self.on_text = lm, matcher, on_text
+        self.source = ModelSource(lm, prompt_ids)
+        self.tokens: list[int] = []
+        self.steps: list[StepInfo] = []
+
+    def text(self) -> str:
+        return b"".join(self.lm.vocab.token_bytes(t) for t in self.tokens).decode(
+            "utf-8", errors="replace")
+
+    def flush(self) -> None:
+        if self.on_text is not None and self.tokens:
+            self.on_text(self.text())
+
+
+class _BeamRun(_WholeRun):
     """A run decided by a ``beam k`` program: the best hypothesis of a beam search."""
 
     def __init__(self, lm: Model, matcher: Matcher | None, program: Program,
                  prompt_ids: Sequence[int], on_text: Callable[[str], None] | None) -> None:
-        self.lm, self.matcher, self.program, self.on_text = lm, matcher, program, on_text
-        self.source = ModelSource(lm, prompt_ids)
-        self.tokens: list[int] = []
-        self.steps: list[StepInfo] = []
+        super().__init__(lm, matcher, prompt_ids, on_text)
+        self.program = program
 
     def run(self, max_tokens: int, room: int) -> str:
         budget = min(max_tokens, room)
@@ -386,10 +361,33 @@ class _BeamRun:
             return "context"
         return best.stop_reason
 
-    def text(self) -> str:
-        return b"".join(self.lm.vocab.token_bytes(t) for t in self.tokens).decode(
-            "utf-8", errors="replace")
 
-    def flush(self) -> None:
-        if self.on_text is not None and self.tokens:
-            self.on_text(self.text())
+class _SMCRun(_WholeRun):
+    """A run decided by sequential Monte Carlo (:class:`~tether.sampling.smc.SMC`): the
+    text of one particle drawn by weight, streamed once chosen."""
+
+    def __init__(self, lm: Model, matcher: Matcher, prompt_ids: Sequence[int],
+                 particles: int, temperature: float, seed: int | None,
+                 on_text: Callable[[str], None] | None) -> None:
+        super().__init__(lm, matcher, prompt_ids, on_text)
+        self.particles, self.temperature, self.seed = particles, temperature, seed
+        self.result: SMCResult | None = None
+
+    def run(self, max_tokens: int, room: int) -> str:
+        smc = SMC(self.source, self.lm.vocab, self.matcher, particles=self.particles,
+                  max_tokens=min(max_tokens, room), temperature=self.temperature)
+        self.result = smc.sample(self.seed)
+        self.tokens = list(self.result.tokens)
+        for i, token in enumerate((*self.tokens, self._end(smc))):
+            node = smc.tree.node(self.result.tokens[:i])
+            at = int(np.searchsorted(node.ids, token))
+            self.steps.append(StepInfo(token=token, forced=False, kl=-node.log_z,
+                                       feasible=int(node.ids.size),
+                                       logprob=float(node.logp[at] - node.log_z)))
+        return "eog"
+
+    def _end(self, smc: SMC) -> int:
+        """The end-of-generation token the chosen particle drew (the most likely one)."""
+        node = smc.tree.node(tuple(self.tokens))
+        ends = self.lm.vocab.end_of_generation[node.ids]
+        return int(node.ids[ends][np.argmax(node.logp[ends])])
