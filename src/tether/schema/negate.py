@@ -150,7 +150,8 @@ def _not_array(s: Arr, refuse) -> list[Shape]:
 def _not_object(s: Obj, refuse, norm: Normalizer, keys: frozenset[str] | None
                 ) -> list[Shape]:
     out: list[Shape] = [Obj(props=((name, NEVER),)) for name in sorted(s.required)]
-    for name, sub in s.props:
+    for name, _ in s.props:
+        sub = norm.value_sub(s, name)
         if sub != ANY:
             out.append(Obj(props=((name, negate_sub(sub)),), required=frozenset({name})))
     undeclared = s.pattern_props or any(sub != ANY for _, sub in s.additional)

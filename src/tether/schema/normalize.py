@@ -109,17 +109,18 @@ class Normalizer:
         return out
 
     def value_sub(self, obj: Obj, name: str) -> Sub:
-        """The subschema the value of property ``name`` must satisfy in ``obj``."""
-        sub = obj.declared(name)
-        if sub is not None:
-            return sub
-        out: set = set()
+        """The subschema the value of property ``name`` must satisfy in ``obj``: its
+        ``properties`` entry and every ``patternProperties`` entry whose pattern matches
+        the name, all of them; ``additionalProperties`` for a name neither declares."""
+        declared = obj.declared(name)
+        out: set = set(declared or ())
         for pattern, psub in obj.pattern_props:
             if self.members.matches(pattern, name):
                 out |= psub
-        for patterns, asub in obj.additional:
-            if not any(self.members.matches(p, name) for p in patterns):
-                out |= asub
+        if declared is None:
+            for patterns, asub in obj.additional:
+                if not any(self.members.matches(p, name) for p in patterns):
+                    out |= asub
         return frozenset(out)
 
     def satisfies(self, value: Any, shape: Shape) -> bool | Refused:

@@ -46,8 +46,9 @@ def emit_object(o: Obj, em: Emitter) -> Expr | None:
     """The object text of ``o``; None when no object fits it."""
     norm = em.norm
     names = norm.of_sub(o.names)
-    declared = list(o.props) + [(r, norm.value_sub(o, r)) for r in sorted(o.required)
-                                if o.declared(r) is None]
+    keys = [name for name, _ in o.props] + [r for r in sorted(o.required)
+                                             if o.declared(r) is None]
+    declared = [(name, norm.value_sub(o, name)) for name in keys]
     members: list[tuple[str, Expr, bool]] = []
     for name, sub in declared:
         required = name in o.required
