@@ -26,9 +26,11 @@ def remotes() -> dict[str, object]:
             for p in sorted(root.rglob("*.json"))}
 
 
-def run_suite(vocab: tether.Vocabulary, encode) -> dict[str, Counter]:
+def run_suite(vocab: tether.Vocabulary, encode, formats: str = "assert"
+              ) -> dict[str, Counter]:
     """Per test file: how many tests came out right, wrongly accepted, wrongly rejected
-    or unsupported. ``encode`` turns a text into the vocabulary's token ids."""
+    or unsupported. ``encode`` turns a text into the vocabulary's token ids; ``formats``
+    is :class:`~tether.JsonSchema`'s option."""
     registry = remotes()
     table: dict[str, Counter] = {}
     for path in sorted((SUITE / "tests" / "draft2020-12").glob("*.json")):
@@ -36,7 +38,8 @@ def run_suite(vocab: tether.Vocabulary, encode) -> dict[str, Counter]:
         for case in json.loads(path.read_text()):
             try:
                 compiled = tether.compile(
-                    tether.JsonSchema(case["schema"], registry=registry), vocab)
+                    tether.JsonSchema(case["schema"], registry=registry, formats=formats),
+                    vocab)
             except TetherError:
                 counts["unsupported"] += len(case["tests"])
                 continue

@@ -525,3 +525,22 @@ def test_compile_cache_limit(smollm2_vocab) -> None:
     finally:
         compiler.limit_cache(default)
         compiler.clear_cache()
+
+
+def test_formats_assert_by_default_and_annotate_on_request():
+    schema = {"type": "string", "format": "date"}
+    vocab = tether.Vocabulary.of_bytes()
+
+    def accepts(constraint, text: str) -> bool:
+        matcher = tether.compile(constraint, vocab).matcher()
+        for byte in text.encode():
+            if not matcher.allowed(byte):
+                return False
+            matcher.consume(byte)
+        return matcher.is_accepting()
+
+    assert accepts(tether.JsonSchema(schema), '"2024-02-29"')
+    assert not accepts(tether.JsonSchema(schema), '"tomorrow"')
+    assert accepts(tether.JsonSchema(schema, formats="annotate"), '"tomorrow"')
+    with pytest.raises(CompileError, match="formats"):
+        tether.JsonSchema(schema, formats="ignore")

@@ -76,6 +76,9 @@ class JsonSchema:
     - ``strict``: an unsupported keyword is a :class:`CompileError` naming it and its JSON
       pointer (default); ``strict=False`` ignores it with a warning.
     - ``registry``: schemas for external ``$ref`` URIs (nothing is fetched).
+    - ``formats``: ``"assert"`` (the default) enforces ``format`` on strings (a generated
+      ``date`` is a date); ``"annotate"`` ignores it, as JSON Schema 2020-12 does by
+      default (and its test suite expects).
 
     The schema is kept as JSON text so the constraint is hashable (compile cache key).
     """
@@ -86,11 +89,13 @@ class JsonSchema:
     property_order: Literal["schema", "any"] = "any"
     strict: bool = True
     registry_json: str = "{}"
+    formats: Literal["assert", "annotate"] = "assert"
 
     def __init__(self, schema: Any, *, whitespace: Literal["default", "compact"] = "default",
                  max_whitespace: int = WHITESPACE_DEFAULT_MAX,
                  property_order: Literal["schema", "any"] = "any", strict: bool = True,
-                 registry: Mapping[str, Any] | None = None) -> None:
+                 registry: Mapping[str, Any] | None = None,
+                 formats: Literal["assert", "annotate"] = "assert") -> None:
         if isinstance(schema, str):
             schema = json_input.parse(schema, "the schema")
         if not isinstance(schema, dict | bool):
@@ -101,6 +106,8 @@ class JsonSchema:
         if property_order not in ("schema", "any"):
             raise CompileError(
                 f"property_order must be 'schema' or 'any', not {property_order!r}")
+        if formats not in ("assert", "annotate"):
+            raise CompileError(f"formats must be 'assert' or 'annotate', not {formats!r}")
         if not isinstance(max_whitespace, int) or max_whitespace < 0:
             raise CompileError(f"max_whitespace must be an int >= 0, not {max_whitespace!r}")
         object.__setattr__(self, "schema_json", json_input.dump(schema, "the schema"))
@@ -108,6 +115,7 @@ class JsonSchema:
         object.__setattr__(self, "max_whitespace", max_whitespace)
         object.__setattr__(self, "property_order", property_order)
         object.__setattr__(self, "strict", bool(strict))
+        object.__setattr__(self, "formats", formats)
         object.__setattr__(self, "registry_json",
                            json_input.dump(dict(registry or {}), "the registry"))
 

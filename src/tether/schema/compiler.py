@@ -23,7 +23,8 @@ START = "json"
 def compile_schema(constraint: JsonSchema) -> Grammar:
     """The grammar of the JSON texts that ``constraint``'s schema accepts."""
     resolver = Resolver(constraint.schema, constraint.registry)
-    norm = Normalizer(resolver, strict=constraint.strict)
+    norm = Normalizer(resolver, strict=constraint.strict,
+                      formats=constraint.formats == "assert")
     layout = Layout(constraint.whitespace, constraint.max_whitespace)
     emitter = Emitter(norm, layout,
                       strict=constraint.strict, any_order=constraint.property_order == "any")

@@ -62,9 +62,10 @@ def _check_enum_size(values: list[Any], where: str) -> None:
 class Normalizer:
     """Turns schema nodes into unions of shapes (see the module docstring)."""
 
-    def __init__(self, resolver: Resolver, *, strict: bool) -> None:
+    def __init__(self, resolver: Resolver, *, strict: bool, formats: bool = True) -> None:
         self.resolver = resolver
         self.strict = strict
+        self.formats = formats  # assert ``format`` (else it is an annotation)
         self._nodes: dict[str, Union] = {}
         self._subs: dict[Sub, Union] = {}
         self._negated: dict[Any, Union] = {}
@@ -200,7 +201,9 @@ class Normalizer:
         if kind == "string":
             return Str(_count(s, "minLength", node.nid) or 0, _count(s, "maxLength", node.nid),
                        _strings(s, "pattern", node.nid), frozenset(),
-                       frozenset(), _strings(s, "format", node.nid), node.nid)
+                       frozenset(),
+                       _strings(s, "format", node.nid) if self.formats else frozenset(),
+                       node.nid)
         if kind == "array":
             return self._array(node)
         if kind == "object":

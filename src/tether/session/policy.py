@@ -57,7 +57,7 @@ def _candidates(constraint: Any, extra_properties: str) -> list[Any]:
         return [constraint]
     options = {"registry": constraint.registry, "whitespace": constraint.whitespace,
                "max_whitespace": constraint.max_whitespace, "property_order": "schema",
-               "strict": constraint.strict}
+               "strict": constraint.strict, "formats": constraint.formats}
     in_order = JsonSchema(constraint.schema, **options)
     policy = narrowed(closed_schema(constraint.schema), _bound_integers)
     if policy == constraint.schema:
