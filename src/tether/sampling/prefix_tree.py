@@ -160,8 +160,8 @@ class PrefixTree:
     def future(self, prefix: tuple[int, ...], lookahead: int) -> float | None:
         """log of the model's mass on every text the constraint allows below
         ``prefix`` (end of generation included), if at most ``lookahead`` prefixes lie
-        below it, each allowing at most ``lookahead`` tokens (one model call each);
-        ``None`` if more do (known from the masks alone, before a model call)."""
+        below it, each allowing at most ``MAX_LOOKAHEAD_WIDTH`` tokens (one model call
+        each); ``None`` if not (known from the masks alone, before a model call)."""
         if prefix in self._futures:
             return self._futures[prefix]
         if prefix in self._too_large or lookahead <= 0:
