@@ -5,7 +5,8 @@
 builds the punctuation, containers and literals every emitter shares. Literal values
 (``enum``/``const``, property names) are spelled as ``json.dumps(..., ensure_ascii=False)``
 spells them, with the whitespace policy inside objects and arrays, except numbers, which
-may take any spelling of their value (``1``, ``1.0``, ``1e0``); a string written with
+may take any spelling of their value (``1``, ``1.0``, ``1e0``), and objects, whose members
+may come in any order (the same object); a string written with
 other escapes (``"\\u0041"`` for ``"A"``) is not accepted. The whitespace and
 punctuation are rules of their own (:attr:`Layout.rules`), built once. An unconstrained
 value (:meth:`Layout.any_value`) is recursive: any depth, as JSON allows.
@@ -19,7 +20,7 @@ from decimal import Decimal
 from typing import Any
 
 from tether.automata.regex_ast import EMPTY, Alternate, CharSet, Concat, Node, Repeat, literal
-from tether.grammar.ir import Expr, Ref
+from tether.grammar.ir import AnyOrder, Expr, Ref
 from tether.schema import numbers, strings
 
 _BLANKS = CharSet(((9, 10), (13, 13), (32, 32)))
@@ -70,12 +71,17 @@ class Layout:
             return first
         return concat(first, Repeat(concat(self.comma, rest), lo, hi))
 
-    def literal_value(self, value: Any) -> Node:
+    def literal_value(self, value: Any) -> Expr:
         """The JSON text of ``value`` (see the module docstring)."""
         if isinstance(value, dict):
             members = [concat(literal(json.dumps(k, ensure_ascii=False)), self.colon,
                               self.literal_value(v)) for k, v in value.items()]
-            return self._literal_container("{", members, "}")
+            if len(members) < 2:
+                return self._literal_container("{", members, "}")
+            n = len(members)  # the same object in any key order
+            return concat(literal("{"), self.ws, AnyOrder(tuple(members), (True,) * n, None,
+                                                          self.comma, n, n), self.ws,
+                          literal("}"))
         if isinstance(value, list):
             return self._literal_container("[", [self.literal_value(v) for v in value], "]")
         if isinstance(value, int | float) and not isinstance(value, bool):
