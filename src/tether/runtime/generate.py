@@ -299,7 +299,9 @@ class ModelSource:
     :class:`~tether.sampling.LogitsSource`): logits after the prompt and given tokens. It
     keeps what the model holds in common with the request (cutting the KV cache back
     where the model can ``truncate``, else re-reading from the start) and evaluates the
-    rest, replaying one token when the request is a prefix of what it holds."""
+    rest, replaying one token when the request is a prefix of what it holds. The model
+    must hold exactly the prompt when the source is made (``lm.reset();
+    lm.eval(prompt_ids)``)."""
 
     def __init__(self, lm: Model, prompt_ids: Sequence[int]) -> None:
         self.lm, self.prompt = lm, list(prompt_ids)
