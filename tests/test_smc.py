@@ -194,6 +194,7 @@ def test_generate_with_smc() -> None:
 
 @pytest.mark.parametrize("settings", [
     {"sampler": "beam"}, {"sampler": "smc", "particles": 0},
+    {"sampler": "smc", "particles": "16"},
     {"sampler": "smc", "deterministic": True}, {"sampler": "smc", "sampling": "sample"},
     {"sampler": "smc", "temperature": 0.0}, {"sampler": "smc", "phase": "auto"},
 ], ids=str)

@@ -106,6 +106,7 @@ def check_sampler(sampler: str, particles: int, constraint: object, sampling: ob
                           "soft, phase)")
     if temperature is not None and not temperature > 0:
         raise TetherError(f"sampler 'smc' needs a temperature above 0, not {temperature}")
-    if not 1 <= particles <= MAX_PARTICLES:
-        raise TetherError(f"particles must be between 1 and {MAX_PARTICLES}, not "
-                          f"{particles}")
+    if not isinstance(particles, int) or isinstance(particles, bool) \
+            or not 1 <= particles <= MAX_PARTICLES:
+        raise TetherError(f"particles must be an int between 1 and {MAX_PARTICLES}, not "
+                          f"{particles!r}")
