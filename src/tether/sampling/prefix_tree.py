@@ -150,8 +150,7 @@ class PrefixTree:
             log_ahead = np.array(below)
             scores = node.logp + log_ahead
             log_weight = logsumexp(scores)
-            cdf = np.cumsum(np.exp(scores - log_weight))
-            cdf[-1] = 1.0
+            cdf = _cdf(scores, log_weight)
             if len(self._proposals) >= MAX_CACHED_FUTURES:
                 self._proposals.clear()
             hit = self._proposals[prefix] = Proposal(node.ids, cdf, log_weight, log_ahead)
@@ -219,12 +218,7 @@ class PrefixTree:
         ids = bitmask.to_ids(words, min(self.vocab.size, logits.shape[0])).astype(np.int64)
         logp = logits[ids] - logsumexp(logits)
         log_z = logsumexp(logp)
-        if log_z == -math.inf:
-            cdf = np.zeros(ids.size)
-        else:
-            cdf = np.cumsum(np.exp(logp - log_z))
-            cdf[-1] = 1.0
-        return Node(ids, logp, log_z, cdf)
+        return Node(ids, logp, log_z, _cdf(logp, log_z))
 
     def _mask_at(self, prefix: Sequence[int]) -> np.ndarray:
         """The constraint's mask after ``prefix`` (the cursor moved there)."""
@@ -242,3 +236,13 @@ class PrefixTree:
         if self.max_tokens is None:
             return self._cursor.mask()
         return self._cursor.mask_within(self.max_tokens - len(prefix))
+
+
+def _cdf(log_p: np.ndarray, log_total: float) -> np.ndarray:
+    """The cumulative distribution of ``exp(log_p)`` normalised by ``exp(log_total)``
+    (last entry exactly 1; all zeros when the total is 0)."""
+    if log_total == -math.inf:
+        return np.zeros(log_p.size)
+    cdf = np.cumsum(np.exp(log_p - log_total))
+    cdf[-1] = 1.0
+    return cdf

@@ -63,6 +63,14 @@ class SMCResult:
     model_calls: int
 
 
+def check_particles(particles: object) -> None:
+    """Refuse a particle count that is not an int in 1..``MAX_PARTICLES``."""
+    if not isinstance(particles, int) or isinstance(particles, bool) \
+            or not 1 <= particles <= MAX_PARTICLES:
+        raise TetherError(f"particles must be an int between 1 and {MAX_PARTICLES}, not "
+                          f"{particles!r}")
+
+
 def systematic_resample(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Indices of ``len(weights)`` particles drawn in proportion to ``weights``
     (non-negative, not all zero) with one uniform number: particle ``i`` is drawn
@@ -94,9 +102,7 @@ class SMC:
                  particles: int = 16, ess_threshold: float = 0.5, max_tokens: int = 256,
                  temperature: float = 1.0, lookahead: int = LOOKAHEAD,
                  max_tree_bytes: int = MAX_TREE_BYTES) -> None:
-        if not 1 <= particles <= MAX_PARTICLES:
-            raise TetherError(f"particles must be between 1 and {MAX_PARTICLES}, "
-                              f"not {particles}")
+        check_particles(particles)
         if not 0 <= ess_threshold <= 1:
             raise TetherError(f"ess_threshold must be in [0, 1], not {ess_threshold}")
         if not 0 <= lookahead <= MAX_LOOKAHEAD:

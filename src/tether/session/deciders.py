@@ -14,7 +14,7 @@ import numpy as np
 from tether.errors import TetherError
 from tether.sampling import DeterministicDecoder, Pipeline, Program, parse_program
 from tether.sampling.deterministic import Confidence
-from tether.sampling.smc import MAX_PARTICLES
+from tether.sampling.smc import check_particles
 from tether.session.diagnostics import StepInfo
 from tether.session.fused import Choice
 from tether.vocab import Vocabulary
@@ -106,7 +106,4 @@ def check_sampler(sampler: str, particles: int, constraint: object, sampling: ob
                           "soft, phase)")
     if temperature is not None and not temperature > 0:
         raise TetherError(f"sampler 'smc' needs a temperature above 0, not {temperature}")
-    if not isinstance(particles, int) or isinstance(particles, bool) \
-            or not 1 <= particles <= MAX_PARTICLES:
-        raise TetherError(f"particles must be an int between 1 and {MAX_PARTICLES}, not "
-                          f"{particles!r}")
+    check_particles(particles)
