@@ -257,7 +257,7 @@ def test_unsatisfiable_schema_is_a_compile_error(schema, where: str) -> None:
     ({"properties": {"a": {"minLength": -1}}}, "/properties/a/minLength"),
     ({"properties": {"a": {"$ref": "#/$defs/missing"}}}, "/properties/a/$ref"),
     ({"$ref": "https://elsewhere.example/s.json"}, "/$ref"),
-    ({"items": {"unevaluatedItems": False}}, "/items/unevaluatedItems"),
+    ({"items": {"$dynamicRef": "#x"}}, "/items/$dynamicRef"),
     ({"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
      "/$defs/a"),
     ({"type": "array", "items": {"type": "object"}, "uniqueItems": True}, "/uniqueItems"),

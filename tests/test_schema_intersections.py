@@ -64,6 +64,78 @@ CASES = [
 ]
 
 
+# unevaluatedProperties/unevaluatedItems: which keys and items the adjacent keywords and
+# in-place applicators evaluated, each form once; all of these compile.
+UNEVALUATED = [
+    ("own properties and patterns",
+     {"type": "object", "properties": {"a": {}}, "patternProperties": {"^x": {}},
+      "unevaluatedProperties": False},
+     [{"a": 1}, {"x1": 1}, {"b": 1}, {}, {"a": 1, "b": 2}]),
+    ("allOf branches' properties",
+     {"allOf": [{"properties": {"a": {"type": "integer"}}}, {"properties": {"b": {}}}],
+      "unevaluatedProperties": False},
+     [{"a": 1, "b": 2}, {"a": "x"}, {"c": 1}, {"b": 1, "c": 1}]),
+    ("anyOf: every branch that holds",
+     {"anyOf": [{"properties": {"a": {"const": 1}}, "required": ["a"]},
+                {"properties": {"b": {"const": 2}}, "required": ["b"]}],
+      "unevaluatedProperties": False},
+     [{"a": 1}, {"b": 2}, {"a": 1, "b": 2}, {"a": 1, "b": 3}, {"a": 1, "c": 1}]),
+    ("oneOf",
+     {"oneOf": [{"properties": {"a": {"type": "string"}}, "required": ["a"]},
+                {"properties": {"b": {"type": "string"}}, "required": ["b"]}],
+      "unevaluatedProperties": {"type": "integer"}},
+     [{"a": "x"}, {"a": "x", "z": 1}, {"a": "x", "z": "y"}, {"b": "x", "a": 1}]),
+    ("if/then/else: if's annotations only when it holds",
+     {"if": {"properties": {"kind": {"const": "n"}}, "required": ["kind"]},
+      "then": {"properties": {"v": {"type": "integer"}}},
+      "else": {"properties": {"w": {}}},
+      "unevaluatedProperties": False},
+     [{"kind": "n", "v": 1}, {"kind": "n", "w": 1}, {"kind": "s"}, {"w": 1},
+      {"kind": "s", "w": 1}]),
+    ("not: its annotations are dropped",
+     {"properties": {"a": {}}, "not": {"properties": {"b": {"const": 1}}, "required": ["b"]},
+      "unevaluatedProperties": False},
+     [{"a": 1}, {"b": 2}, {"b": 1}, {}]),
+    ("$ref and dependentSchemas",
+     {"$defs": {"base": {"properties": {"a": {}}}}, "$ref": "#/$defs/base",
+      "dependentSchemas": {"a": {"properties": {"b": {}}}},
+      "unevaluatedProperties": False},
+     [{"a": 1}, {"a": 1, "b": 1}, {"b": 1}, {"c": 1}]),
+    ("additionalProperties in a branch evaluates every key",
+     {"allOf": [{"properties": {"a": {}}, "additionalProperties": {"type": "integer"}}],
+      "unevaluatedProperties": False},
+     [{"a": "x", "b": 1}, {"b": "x"}, {}]),
+    ("a nested unevaluatedProperties sees only its own branch",
+     {"properties": {"b": {}},
+      "allOf": [{"properties": {"a": {}}, "unevaluatedProperties": False}]},
+     [{"a": 1}, {"a": 1, "b": 1}, {"b": 1}]),
+    ("enum objects carry no annotations",
+     {"enum": [{"a": 1}, {"a": "x"}], "unevaluatedProperties": {"type": "integer"}},
+     [{"a": 1}, {"a": "x"}]),
+    ("unevaluatedItems after prefixItems",
+     {"prefixItems": [{"type": "integer"}], "unevaluatedItems": {"type": "string"}},
+     [[1], [1, "x"], [1, 2], ["x"], []]),
+    ("unevaluatedItems with items in allOf and anyOf",
+     {"allOf": [{"prefixItems": [{}, {}]}],
+      "anyOf": [{"prefixItems": [{}, {}, {"const": 3}]}, {"items": {"type": "integer"}}],
+      "unevaluatedItems": False},
+     [[1, 2], [1, 2, 3], [1, 2, 3, 4], ["a", "b", 3], ["a", "b", 4], ["a", "b", 3, "c"]]),
+    ("a nested unevaluatedItems",
+     {"prefixItems": [{}], "allOf": [{"unevaluatedItems": {"type": "integer"}}]},
+     [[1], ["x"], [1, 2], [1, "y"]]),
+]
+
+
+@pytest.mark.parametrize(("interaction", "schema", "instances"), UNEVALUATED,
+                         ids=[c[0] for c in UNEVALUATED])
+def test_unevaluated_keys_and_items(interaction, schema, instances) -> None:
+    validator = jsonschema.Draft202012Validator(schema)
+    compiled = tether.compile(tether.JsonSchema(schema, whitespace="compact"), VOCAB)
+    for instance in instances:
+        text = json.dumps(instance, separators=(",", ":"))
+        assert _accepts(compiled, text) == validator.is_valid(instance), (interaction, text)
+
+
 def _accepts(compiled: tether.Compiled, text: str) -> bool:
     matcher = compiled.matcher()
     for byte in text.encode():

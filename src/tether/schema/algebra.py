@@ -172,7 +172,8 @@ def _arrays(a: Arr, b: Arr) -> Arr | Empty:
     hi = min(his) if his else None
     if hi is not None and lo > hi:
         return Empty(f"minItems {lo} > maxItems {hi}")
-    out = Arr(prefix, a.items | b.items, lo, hi, a.contains + b.contains, a.unique or b.unique)
+    out = Arr(prefix, a.items | b.items, lo, hi, a.contains + b.contains, a.unique or b.unique,
+              max(a.evaluated_prefix, b.evaluated_prefix), a.evaluates_all or b.evaluates_all)
     for i in range(min(lo, len(prefix) + 1)):  # past the prefix every item is `items`
         if _never(_at(out, i)):
             return Empty(f"item {i} is required (minItems {lo}) but no value is allowed there")
@@ -192,7 +193,8 @@ def _objects(a: Obj, b: Obj, norm: Normalizer) -> Obj | Empty:
     order = a.required_order + tuple(r for r in b.required_order if r not in a.required_order)
     out = Obj(props, a.required | b.required, a.pattern_props + b.pattern_props,
               a.additional + b.additional, a.names | b.names, lo, hi, a.where or b.where,
-              order)
+              order, a.unevaluated + b.unevaluated, a.evaluated_names | b.evaluated_names,
+              a.evaluated_patterns | b.evaluated_patterns, a.evaluates_all or b.evaluates_all)
     return object_empty(out, norm)
 
 

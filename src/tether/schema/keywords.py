@@ -29,12 +29,12 @@ ENFORCED = frozenset({
     "contains", "minContains", "maxContains", "uniqueItems",
     "minLength", "maxLength", "pattern", "format",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-    "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref",
+    "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "unevaluatedProperties",
+    "unevaluatedItems",
 })
 
 UNSUPPORTED = frozenset({
     "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
-    "unevaluatedProperties", "unevaluatedItems",
     "divisibleBy", "disallow", "extends",  # draft-03
 })
 

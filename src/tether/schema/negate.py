@@ -154,7 +154,8 @@ def _not_object(s: Obj, refuse, norm: Normalizer, keys: frozenset[str] | None
         sub = norm.value_sub(s, name)
         if sub != ANY:
             out.append(Obj(props=((name, negate_sub(sub)),), required=frozenset({name})))
-    undeclared = s.pattern_props or any(sub != ANY for _, sub in s.additional)
+    undeclared = s.pattern_props or any(sub != ANY for _, sub in s.additional) \
+        or any(sub != ANY for _, _, sub in s.unevaluated)
     if keys is not None and (undeclared or s.names != ANY):
         names = norm.of_sub(s.names)
         for key in sorted(keys):
@@ -166,7 +167,8 @@ def _not_object(s: Obj, refuse, norm: Normalizer, keys: frozenset[str] | None
                 out.append(Obj(required=frozenset({key})))
     else:
         if undeclared:
-            out.append(refuse("'additionalProperties'/'patternProperties'"))
+            out.append(refuse("'additionalProperties'/'patternProperties'/"
+                              "'unevaluatedProperties'"))
         if s.names != ANY:
             out.append(refuse("'propertyNames'"))
     if s.min_props > 0:

@@ -15,12 +15,15 @@ Results are memoized per node; values inside arrays and objects stay unexpanded
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from decimal import Decimal, InvalidOperation
+from functools import reduce
+from itertools import combinations
 from typing import Any
 
 from tether.errors import CompileError, LimitExceeded
 from tether.schema import membership
-from tether.schema.algebra import Empty, intersect, intersect_unions
+from tether.schema.algebra import Empty, intersect, intersect_unions, object_empty
 from tether.schema.keywords import check_keywords, is_trivial
 from tether.schema.negate import complement
 from tether.schema.pointers import join
@@ -32,6 +35,7 @@ from tether.schema.shapes import (
     TOP,
     Arr,
     Contains,
+    Lit,
     Num,
     Obj,
     Refused,
@@ -44,6 +48,7 @@ from tether.schema.shapes import (
 )
 
 MAX_NODE_DEPTH = 200  # combinators nested at one instance position ($ref chains…)
+MAX_BRANCH_SETS = 4  # anyOf branches whose sets are spelled (unevaluatedProperties)
 MAX_ENUM_TEXT = 200_000  # bytes of JSON text an enum's values spell, all together
 _TYPES = {"null", "boolean", "integer", "number", "string", "array", "object"}
 
@@ -72,6 +77,9 @@ class Normalizer:
         self._active: list[str] = []
         self.intersections = 0  # shape intersections so far (bounded: algebra.py)
         self.members = membership.Membership(self)
+        # anyOf branches that hold together evaluate the union of their keys and items:
+        # only unevaluatedProperties/Items can tell, so only then are their sets spelled
+        self._branch_sets = resolver.mentions("unevaluated")
 
     # -- entry points ------------------------------------------------------------------
     def of_sub(self, sub: Sub) -> Union:
@@ -122,6 +130,9 @@ class Normalizer:
             for patterns, asub in obj.additional:
                 if not any(self.members.matches(p, name) for p in patterns):
                     out |= asub
+        for names, patterns, usub in obj.unevaluated:
+            if name not in names and not any(self.members.matches(p, name) for p in patterns):
+                out |= usub
         return frozenset(out)
 
     def satisfies(self, value: Any, shape: Shape) -> bool | Refused:
@@ -169,6 +180,10 @@ class Normalizer:
         if "if" in s and node.draft >= 7:  # before draft-07, if/then/else are unknown words
             out = self._if_then_else(node, out)
         out = self._dependencies(node, out)
+        if "unevaluatedProperties" in s:
+            out = self._unevaluated_properties(node, out)
+        if "unevaluatedItems" in s:
+            out = self._unevaluated_items(node, out)
         return out
 
     def _and(self, a: Union, b: Union, where: str) -> Union:
@@ -262,7 +277,8 @@ class Normalizer:
         if not isinstance(unique, bool | None):
             raise CompileError("uniqueItems must be a boolean", location=join(where, "uniqueItems"))
         return Arr(prefix, items, _count(s, "minItems", where) or 0, _count(s, "maxItems", where),
-                   contains, join(where, "uniqueItems") if unique else None)
+                   contains, join(where, "uniqueItems") if unique else None, len(prefix),
+                   "additionalItems" in s if isinstance(s.get("items"), list) else "items" in s)
 
     def _object(self, node: Node) -> Obj:
         s, where = node.schema, node.nid
@@ -282,7 +298,10 @@ class Normalizer:
         names = self._sub(node, "propertyNames") if "propertyNames" in s else ANY
         return Obj(props, frozenset(required), patterns, additional, names,
                    _count(s, "minProperties", where) or 0, _count(s, "maxProperties", where),
-                   where, tuple(dict.fromkeys(required)))
+                   where, tuple(dict.fromkeys(required)),
+                   evaluated_names=frozenset(k for k, _ in props),
+                   evaluated_patterns=frozenset(p for p, _ in patterns),
+                   evaluates_all="additionalProperties" in s)
 
     def _sub(self, node: Node, *keys: str | int) -> Sub:
         """The subschema at ``node``/``keys`` (``ANY``/``NEVER`` for trivial ones)."""
@@ -295,12 +314,78 @@ class Normalizer:
             return NEVER
         return frozenset({(join(node.nid, *keys), False)})
 
+    def _unevaluated_properties(self, node: Node, out: Union) -> Union:
+        """Each object shape of ``out`` with the keys its annotations left unevaluated
+        held to ``unevaluatedProperties`` (objects spelled by ``enum``/``const`` carry no
+        annotations: all their keys are held to it)."""
+        where = join(node.nid, "unevaluatedProperties")
+        sub = self._sub(node, "unevaluatedProperties")
+        shapes: list[Shape] = []
+        why = None
+        for x in out.shapes:
+            if isinstance(x, Obj):
+                if not x.evaluates_all and sub != ANY:
+                    entry = (x.evaluated_names, x.evaluated_patterns, sub)
+                    y = object_empty(replace(x, unevaluated=x.unevaluated + (entry,)), self)
+                    if isinstance(y, Empty):
+                        why = why or (f"unevaluatedProperties: {y.reason}", where)
+                        continue
+                    x = y
+                x = replace(x, evaluates_all=True)
+            elif isinstance(x, Lit) and x.kind == "object" and sub != ANY:
+                allowed = self.of_sub(sub)
+                kept = [v for v in x.values
+                        if all(self.members.in_union(item, allowed) is True
+                               for item in v.values())]
+                if not kept:
+                    continue
+                x = Lit("object", tuple(t for t, v in zip(x.texts, x.values, strict=True)
+                                        if v in kept))
+            shapes.append(x)
+        return Union(tuple(shapes), None if shapes else (
+            out.why or why or ("unevaluatedProperties allows no value here", where)))
+
+    def _unevaluated_items(self, node: Node, out: Union) -> Union:
+        """Each array shape of ``out`` with the items its annotations left unevaluated
+        held to ``unevaluatedItems``. Items ``contains`` matched count as unevaluated
+        (stricter than the specification: a wrong reject, never a wrong accept), as do
+        those of arrays spelled by ``enum``/``const``."""
+        where = join(node.nid, "unevaluatedItems")
+        sub = self._sub(node, "unevaluatedItems")
+        shapes: list[Shape] = []
+        for x in out.shapes:
+            if isinstance(x, Arr):
+                if not x.evaluates_all and sub != ANY:
+                    n = x.evaluated_prefix
+                    y = intersect(x, Arr(tuple(ANY if i < n else sub
+                                               for i in range(max(n, len(x.prefix)))), sub),
+                                  self)
+                    if isinstance(y, Empty):
+                        continue
+                    x = y
+                x = replace(x, evaluates_all=True)
+            elif isinstance(x, Lit) and x.kind == "array" and sub != ANY:
+                allowed = self.of_sub(sub)
+                texts = tuple(t for t, v in zip(x.texts, x.values, strict=True)
+                              if all(self.members.in_union(item, allowed) is True for item in v))
+                if not texts:
+                    continue
+                x = Lit("array", texts)
+            shapes.append(x)
+        return Union(tuple(shapes), None if shapes else (
+            out.why or ("unevaluatedItems allows no value here", where)))
+
     # -- combinators -------------------------------------------------------------------
     def _any_of(self, node: Node, key: str) -> Union:
         where = join(node.nid, key)
         shapes: list[Shape] = []
-        for i, _ in enumerate(_list(node.schema, key, node.nid)):
-            u = self.of_node(join(where, i))
+        branches = [self.of_node(join(where, i))
+                    for i, _ in enumerate(_list(node.schema, key, node.nid))]
+        if self._branch_sets and len(branches) <= MAX_BRANCH_SETS:
+            branches += [reduce(lambda a, b: intersect_unions(a, b, self, where), chosen)
+                         for n in range(2, len(branches) + 1)
+                         for chosen in combinations(branches, n)]
+        for u in branches:
             shapes += [x for x in u.shapes if x not in shapes]
         if len(shapes) > 256:
             raise LimitExceeded("anyOf splits into too many alternatives", location=where)

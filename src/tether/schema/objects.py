@@ -167,7 +167,8 @@ def sequence(slots: list[Slot], comma: Expr) -> tuple[Expr | None, bool]:
 def _extra_member(o: Obj, em: Emitter, declared: set[str]) -> Expr | None:
     """A member whose key no property declares, or None if there can be none."""
     patterns = sorted({p for p, _ in o.pattern_props}
-                      | {p for pats, _ in o.additional for p in pats})
+                      | {p for pats, _ in o.additional for p in pats}
+                      | {p for _, pats, _ in o.unevaluated for p in pats})
     if 2 ** len(patterns) > MAX_PATTERN_REGIONS:
         raise LimitExceeded(f"more than {MAX_PATTERN_REGIONS} key regions from "
                             "patternProperties", location=o.where)
@@ -178,7 +179,8 @@ def _extra_member(o: Obj, em: Emitter, declared: set[str]) -> Expr | None:
             inside = set(chosen)
             sub: Sub = frozenset().union(
                 *(s for p, s in o.pattern_props if p in inside),
-                *(s for pats, s in o.additional if not pats & inside))
+                *(s for pats, s in o.additional if not pats & inside),
+                *(s for _, pats, s in o.unevaluated if not pats & inside))
             if _never(sub):
                 continue
             value = em.ref(sub)

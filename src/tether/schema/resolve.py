@@ -9,6 +9,7 @@ in the registry.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urldefrag, urljoin
@@ -50,6 +51,11 @@ class Resolver:
         self._anchors: dict[str, tuple[str, list[str]]] = {}  # "uri#name" -> (doc, keys)
         self._registry = registry
         self._load("", root, DEFAULT_BASE)
+
+    def mentions(self, word: str) -> bool:
+        """Whether ``word`` appears anywhere in the root document or the registry's."""
+        docs = [self._docs[""][0], *self._registry.values()]
+        return any(word in json.dumps(doc, default=str) for doc in docs)
 
     def root(self) -> Node:
         """The root schema."""

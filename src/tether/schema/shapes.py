@@ -81,6 +81,10 @@ class Arr:
     max_items: int | None = None
     contains: tuple[Contains, ...] = ()
     unique: str | None = None  # where uniqueItems was required
+    # The items the shape's annotations mark evaluated, for an enclosing
+    # unevaluatedItems: the first `evaluated_prefix`, every one when `evaluates_all`.
+    evaluated_prefix: int = 0
+    evaluates_all: bool = False
     kind = "array"
 
 
@@ -97,6 +101,17 @@ class Obj:
     max_props: int | None = None
     where: str = ""
     required_order: tuple[str, ...] = ()  # `required` as the schema lists it
+    # (names, patterns, sub): a key not in `names` and matching none of `patterns` has a
+    # value in `sub` (one entry per unevaluatedProperties; `names`, `patterns`: what the
+    # shape had evaluated there).
+    unevaluated: tuple[tuple[frozenset[str], frozenset[str], Sub], ...] = ()
+    # The keys the shape's annotations mark evaluated, for an enclosing
+    # unevaluatedProperties: declared names, patternProperties patterns, every key when
+    # `evaluates_all` (additionalProperties, unevaluatedProperties). Shapes that stand
+    # for a `not`, a failed `if` or a split of the dependencies evaluate nothing.
+    evaluated_names: frozenset[str] = frozenset()
+    evaluated_patterns: frozenset[str] = frozenset()
+    evaluates_all: bool = False
     kind = "object"
 
     def declared(self, name: str) -> Sub | None:
