@@ -9,12 +9,15 @@ saying why and where, never an empty language at run time.
 
 from __future__ import annotations
 
+import copy
+
 from tether.constraints import JsonSchema
 from tether.errors import CompileError
 from tether.grammar.ir import Expr, Grammar, refs_in
 from tether.schema.emit import Emitter
 from tether.schema.json_text import Layout
 from tether.schema.normalize import Normalizer
+from tether.schema.pointers import scope_of
 from tether.schema.resolve import Resolver
 
 START = "json"
@@ -22,6 +25,18 @@ START = "json"
 
 def compile_schema(constraint: JsonSchema) -> Grammar:
     """The grammar of the JSON texts that ``constraint``'s schema accepts."""
+    try:
+        return _compile(constraint)
+    except CompileError as e:
+        number, plain = scope_of(e.location) if isinstance(e.location, str) else (0, "")
+        if not number:
+            raise
+        error = copy.copy(e)  # the location without its dynamic scope
+        CompileError.__init__(error, e.message, location=plain, source=e.source)
+        raise error from None
+
+
+def _compile(constraint: JsonSchema) -> Grammar:
     resolver = Resolver(constraint.schema, constraint.registry)
     norm = Normalizer(resolver, strict=constraint.strict,
                       formats=constraint.formats == "assert")

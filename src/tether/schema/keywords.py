@@ -5,10 +5,10 @@ A keyword is in one of three groups:
 - *enforced* (:data:`ENFORCED`): compiled into the language;
 - everything else that is not unsupported — annotations (``title``, ``description``,
   ``default``, ``examples``, ``readOnly``, ``deprecated``…), structure (``$schema``,
-  ``$id``, ``$defs``, ``definitions``, ``$anchor``) and keywords that belong to no JSON
-  Schema vocabulary (``x-…``, ``javaType``, typos such as ``additonalProperties``…): they
-  never change what validates (JSON Schema treats unknown keywords as annotations), so
-  they are ignored silently;
+  ``$id``, ``$defs``, ``definitions``, ``$anchor``, ``$dynamicAnchor``) and keywords
+  that belong to no JSON Schema vocabulary (``x-…``, ``javaType``, typos such as
+  ``additonalProperties``…): they never change what validates (JSON Schema treats
+  unknown keywords as annotations), so they are ignored silently;
 - *unsupported* (:data:`UNSUPPORTED`): vocabulary keywords with a meaning the compiler
   cannot enforce while generating. ``strict`` schemas get a :class:`CompileError` naming
   the keyword and its JSON pointer; lenient ones a warning, and the keyword is ignored.
@@ -30,11 +30,11 @@ ENFORCED = frozenset({
     "minLength", "maxLength", "pattern", "format",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
     "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "unevaluatedProperties",
-    "unevaluatedItems",
+    "unevaluatedItems", "$dynamicRef",
 })
 
 UNSUPPORTED = frozenset({
-    "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
+    "$recursiveRef", "$recursiveAnchor",
     "divisibleBy", "disallow", "extends",  # draft-03
 })
 

@@ -26,7 +26,7 @@ from tether.schema import membership
 from tether.schema.algebra import Empty, intersect, intersect_unions, object_empty
 from tether.schema.keywords import check_keywords, is_trivial
 from tether.schema.negate import complement
-from tether.schema.pointers import join
+from tether.schema.pointers import join, scope_of, scoped
 from tether.schema.resolve import Node, Resolver
 from tether.schema.shapes import (
     ANY,
@@ -80,6 +80,10 @@ class Normalizer:
         # anyOf branches that hold together evaluate the union of their keys and items:
         # only unevaluatedProperties/Items can tell, so only then are their sets spelled
         self._branch_sets = resolver.mentions("unevaluated")
+        # Dynamic scopes ($dynamicRef): the resources with dynamic anchors entered on
+        # the way to a node, outermost first, numbered (node ids carry the number).
+        self._scopes: list[tuple[str, ...]] = [()]
+        self._scope_numbers: dict[tuple[str, ...], int] = {(): 0}
 
     # -- entry points ------------------------------------------------------------------
     def of_sub(self, sub: Sub) -> Union:
@@ -109,13 +113,27 @@ class Normalizer:
         if len(self._active) >= MAX_NODE_DEPTH:
             raise LimitExceeded(f"more than {MAX_NODE_DEPTH} nested $ref/combinators at one "
                                 "position", location=nid)
-        self._active.append(nid)
-        try:
-            out = self._build(self.resolver.node(nid))
-        finally:
-            self._active.pop()
+        number, plain = scope_of(nid)
+        node = self.resolver.node(plain)
+        scope = self._scopes[number]
+        if node.base not in scope and self.resolver.has_dynamic_anchors(node.base):
+            # entering a resource with dynamic anchors: the node in the wider scope
+            out = self.of_node(scoped(self._scope_number(scope + (node.base,)), plain))
+        else:
+            self._active.append(nid)
+            try:
+                out = self._build(replace(node, nid=nid))
+            finally:
+                self._active.pop()
         self._nodes[nid] = out
         return out
+
+    def _scope_number(self, scope: tuple[str, ...]) -> int:
+        number = self._scope_numbers.get(scope)
+        if number is None:
+            number = self._scope_numbers[scope] = len(self._scopes)
+            self._scopes.append(scope)
+        return number
 
     def value_sub(self, obj: Obj, name: str) -> Sub:
         """The subschema the value of property ``name`` must satisfy in ``obj``: its
@@ -164,10 +182,14 @@ class Normalizer:
         check_keywords(s, node.nid, strict=self.strict)
         where = node.nid
         out = TOP
+        number = scope_of(node.nid)[0]
         if "$ref" in s:
-            out = self.of_node(self.resolver.resolve(s["$ref"], node).nid)
+            out = self.of_node(scoped(number, self.resolver.resolve(s["$ref"], node).nid))
             if node.draft <= 7:
                 return out
+        if "$dynamicRef" in s and node.draft >= 2020:
+            target = self.resolver.dynamic_target(s["$dynamicRef"], node, self._scopes[number])
+            out = self._and(out, self.of_node(scoped(number, target.nid)), where)
         out = self._and(out, self._own(node), where)
         for i, _ in enumerate(_list(s, "allOf", where)):
             out = self._and(out, self.of_node(join(where, "allOf", i)), where)

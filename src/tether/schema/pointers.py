@@ -18,6 +18,24 @@ def join(pointer: str, *keys: str | int) -> str:
     return pointer
 
 
+# A node id evaluated in a dynamic scope (``$dynamicRef``) starts with the scope's
+# number: ``⟨2⟩/$defs/a``. Node ids without one are in the empty scope.
+SCOPE_OPEN, SCOPE_CLOSE = "⟨", "⟩"
+
+
+def scoped(scope: int, nid: str) -> str:
+    """``nid`` in dynamic scope number ``scope``."""
+    return f"{SCOPE_OPEN}{scope}{SCOPE_CLOSE}{nid}" if scope else nid
+
+
+def scope_of(nid: str) -> tuple[int, str]:
+    """The dynamic scope number of a node id and the node id without it."""
+    if not nid.startswith(SCOPE_OPEN):
+        return 0, nid
+    number, _, rest = nid[1:].partition(SCOPE_CLOSE)
+    return int(number), rest
+
+
 def split(fragment: str, location: str) -> list[str]:
     """The keys of the pointer ``fragment`` (percent-encoded, as in a ``$ref``)."""
     text = unquote(fragment)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urldefrag, urljoin
+from urllib.parse import urldefrag, urljoin, urlsplit
 
 from tether.errors import CompileError
 from tether.schema.pointers import join, split
@@ -49,6 +49,8 @@ class Resolver:
         self._docs: dict[str, tuple[Any, int]] = {}  # doc key ("" = root) -> (doc, draft)
         self._resources: dict[str, tuple[str, list[str]]] = {}  # uri -> (doc key, keys)
         self._anchors: dict[str, tuple[str, list[str]]] = {}  # "uri#name" -> (doc, keys)
+        self._dynamic: dict[str, tuple[str, list[str]]] = {}  # "uri#name": $dynamicAnchor
+        self._dynamic_resources: set[str] = set()  # resources with a $dynamicAnchor
         self._registry = registry
         self._load("", root, DEFAULT_BASE)
 
@@ -75,7 +77,7 @@ class Resolver:
         where = join(at.nid, "$ref")
         if not isinstance(ref, str):
             raise CompileError("$ref must be a string", location=where)
-        target = urljoin(at.base, ref)
+        target = join_uri(at.base, ref)
         uri, fragment = urldefrag(target)
         if uri not in self._resources:
             self._load_external(ref, uri, where)
@@ -90,6 +92,29 @@ class Resolver:
         doc, draft = self._docs[doc_key]
         prefix = f"{doc_key}#" if doc_key else ""
         return self._walk(doc_key, doc, draft, keys, prefix + join("", *keys), where)
+
+    def has_dynamic_anchors(self, uri: str) -> bool:
+        """Whether the schema resource ``uri`` declares a ``$dynamicAnchor``."""
+        return uri in self._dynamic_resources
+
+    def dynamic_target(self, ref: str, at: Node, scope: tuple[str, ...]) -> Node:
+        """The node a ``$dynamicRef`` found at ``at`` points to, in the dynamic ``scope``
+        (the resources with dynamic anchors entered so far, outermost first): where the
+        reference, resolved like ``$ref``, lands on a ``$dynamicAnchor`` of its name,
+        the outermost resource of the scope with a ``$dynamicAnchor`` of that name."""
+        target = self.resolve(ref, at)
+        name = urldefrag(ref)[1] if isinstance(ref, str) else ""
+        if not name or name.startswith("/") or not isinstance(target.schema, dict) \
+                or target.schema.get("$dynamicAnchor") != name:
+            return target
+        for uri in scope:
+            found = self._dynamic.get(f"{uri}#{name}")
+            if found is not None:
+                doc_key, keys = found
+                doc, draft = self._docs[doc_key]
+                prefix = f"{doc_key}#" if doc_key else ""
+                return self._walk(doc_key, doc, draft, keys, prefix + join("", *keys))
+        return target
 
     # -- loading -----------------------------------------------------------------------
     def _load_external(self, ref: str, uri: str, where: str) -> None:
@@ -120,7 +145,7 @@ class Resolver:
                 continue
             new_base = _own_id(value, draft)
             if new_base is not None:
-                base = urljoin(base, new_base)
+                base = join_uri(base, new_base)
                 uri, fragment = urldefrag(base)
                 if fragment and not fragment.startswith("/"):  # draft-07 "$id": "#name"
                     self._anchors.setdefault(f"{uri}#{fragment}", (doc_key, keys))
@@ -131,6 +156,11 @@ class Resolver:
             anchor = value.get("$anchor")
             if isinstance(anchor, str):
                 self._anchors.setdefault(f"{base}#{anchor}", (doc_key, keys))
+            dynamic = value.get("$dynamicAnchor") if draft >= 2020 else None
+            if isinstance(dynamic, str):  # also a plain anchor
+                self._anchors.setdefault(f"{base}#{dynamic}", (doc_key, keys))
+                self._dynamic.setdefault(f"{base}#{dynamic}", (doc_key, keys))
+                self._dynamic_resources.add(base)
             for k, v in value.items():
                 if k not in _NOT_SCHEMAS:
                     stack.append((v, base, keys + [k], False))
@@ -148,7 +178,7 @@ class Resolver:
             if isinstance(value, dict):
                 own = _own_id(value, draft)
                 if own is not None:
-                    base = urldefrag(urljoin(base, own))[0]
+                    base = urldefrag(join_uri(base, own))[0]
         return Node(value, nid, base, draft)
 
     def _base_of_doc(self, doc_key: str) -> str:
@@ -164,6 +194,16 @@ def _child(value: Any, key: str) -> Any:
     if isinstance(value, list) and key.isdigit() and int(key) < len(value):
         return value[int(key)]
     return _MISSING
+
+
+def join_uri(base: str, ref: str) -> str:
+    """``ref`` resolved against ``base`` (RFC 3986), URNs included: a fragment alone
+    replaces the base's fragment; ``urljoin`` leaves non-hierarchical bases alone."""
+    if ref.startswith("#"):
+        return urldefrag(base)[0] + ref
+    if urlsplit(ref).scheme:
+        return ref
+    return urljoin(base, ref)
 
 
 def _own_id(schema: dict, draft: int) -> str | None:
