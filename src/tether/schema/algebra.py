@@ -117,7 +117,11 @@ def _numbers(a: Num, b: Num) -> Num | Empty:
     lo, lo_excl = _tighter(a.lo, a.lo_excl, b.lo, b.lo_excl, lower=True)
     hi, hi_excl = _tighter(a.hi, a.hi_excl, b.hi, b.hi_excl, lower=False)
     out = Num(a.integer or b.integer, lo, lo_excl, hi, hi_excl, a.multiples | b.multiples,
-              a.where or b.where)
+              a.where or b.where, a.fractional or b.fractional)
+    if out.integer and out.fractional:
+        return Empty("no integer is a non-integer number")
+    if out.fractional and out.lo is not None and out.lo == out.hi:
+        return Empty(f"no non-integer number lies in {describe_range(out)}")
     return Empty(f"no number lies in {describe_range(out)}") if range_empty(out) else out
 
 

@@ -186,7 +186,7 @@ class Emitter:
             multiple = Decimal(m.numerator) / Decimal(m.denominator)
         return numbers.json_number(minimum=n.lo, maximum=n.hi, exclusive_minimum=n.lo_excl,
                                    exclusive_maximum=n.hi_excl, multiple_of=multiple,
-                                   location=n.where)
+                                   fractional=n.fractional, location=n.where)
 
 
 def _ceil(x: Decimal, exclusive: bool) -> int:

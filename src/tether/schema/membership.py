@@ -165,6 +165,8 @@ class Membership:
 def _number_in(x: Decimal, n: Num) -> bool:
     if n.integer and x != x.to_integral_value():
         return False
+    if n.fractional and x == x.to_integral_value():
+        return False
     if n.lo is not None and (x < n.lo or (n.lo_excl and x == n.lo)):
         return False
     if n.hi is not None and (x > n.hi or (n.hi_excl and x == n.hi)):

@@ -3,9 +3,10 @@
 The values a shape rejects are the other kinds, plus the values of its own kind that
 break at least one of its constraints; each broken constraint is again a shape
 (``minLength: 3`` broken is ``maxLength: 2``, ``required: [a]`` broken is "``a``
-absent", ``items: S`` broken is "contains ¬S"…). A constraint whose breaking is not a
-regular language over JSON text (``multipleOf``, ``uniqueItems``, ``format``, a
-non-integer number…) becomes :class:`Refused`, an error only if it survives to emission.
+absent", ``items: S`` broken is "contains ¬S", ``type: integer`` broken is a number
+with a non-zero fraction digit…). A constraint whose breaking is not a regular language
+over JSON text (``multipleOf``, ``uniqueItems``, ``format``…) becomes :class:`Refused`,
+an error only if it survives to emission.
 """
 
 from __future__ import annotations
@@ -74,7 +75,9 @@ def _breaks(s: Shape, where: str, keyword: str, norm: Normalizer,
     if isinstance(s, Num):
         out: list[Shape] = []
         if s.integer:
-            out.append(refuse("'type: integer' (a non-integer number)"))
+            out.append(Num(fractional=True))
+        if s.fractional:
+            out.append(Num(integer=True))
         if s.multiples:
             out.append(refuse("'multipleOf'"))
         if s.lo is not None:
@@ -154,7 +157,7 @@ def _not_object(s: Obj, refuse, norm: Normalizer, keys: frozenset[str] | None
         sub = norm.value_sub(s, name)
         if sub != ANY:
             out.append(Obj(props=((name, negate_sub(sub)),), required=frozenset({name})))
-    undeclared = s.pattern_props or any(sub != ANY for _, sub in s.additional) \
+    undeclared = any(sub != ANY for _, sub in s.pattern_props + s.additional) \
         or any(sub != ANY for _, _, sub in s.unevaluated)
     if keys is not None and (undeclared or s.names != ANY):
         names = norm.of_sub(s.names)

@@ -69,6 +69,8 @@ _NUMERAL = Alternate((literal("0"), Concat((_NONZERO, Repeat(_DIGIT, 0, None))))
 _PLAIN = Concat((_NUMERAL, _FRACTION))
 _UNSIGNED = Concat((_NUMERAL, _FRACTION, Repeat(_EXPONENT, 0, 1)))
 _PLAIN_ZERO = Concat((literal("0"), _ZERO_FRACTION))
+_NON_INTEGER = Concat((Repeat(_MINUS, 0, 1), _NUMERAL, literal("."), Repeat(_DIGIT, 0, None),
+                       _NONZERO, Repeat(_DIGIT, 0, None)))
 _PLAIN_NONZERO = Alternate((
     Concat((_NONZERO, Repeat(_DIGIT, 0, None), _FRACTION)),
     Concat((literal("0."), Repeat(_DIGIT, 0, None), _NONZERO, Repeat(_DIGIT, 0, None)))))
@@ -112,9 +114,11 @@ def json_integer(*, minimum: int | None = None, maximum: int | None = None,
 
 def json_number(*, minimum: Decimal | None = None, maximum: Decimal | None = None,
                 exclusive_minimum: bool = False, exclusive_maximum: bool = False,
-                multiple_of: Decimal | None = None, location: str = "") -> Node:
+                multiple_of: Decimal | None = None, fractional: bool = False,
+                location: str = "") -> Node:
     """JSON number texts whose value lies within the bounds (exclusive if asked) and is a
-    multiple of ``multiple_of`` (see the module docstring for exponent forms)."""
+    multiple of ``multiple_of`` (see the module docstring for exponent forms); with
+    ``fractional``, plain decimals with a non-zero fraction digit only (not integers)."""
     low = _decimal(minimum, f"{location}/minimum")
     high = _decimal(maximum, f"{location}/maximum")
     step = _decimal(multiple_of, f"{location}/multipleOf")
@@ -132,6 +136,8 @@ def json_number(*, minimum: Decimal | None = None, maximum: Decimal | None = Non
         where = f"{location}/multipleOf"
         node = to_node(intersect_dfa(to_dfa(node, location=where), _multiples(step, where),
                                      location=where), pos=where)
+    if fractional:
+        node = intersect(node, _NON_INTEGER, location=location)
     if is_empty(node):
         raise CompileError("no number satisfies this schema", location=location)
     return node

@@ -50,6 +50,10 @@ class Num:
     hi_excl: bool = False
     multiples: frozenset[Decimal] = frozenset()
     where: str = ""  # where multipleOf was given, for errors
+    # Not an integer (the complement of ``type: integer``): spelled as plain decimals
+    # with a non-zero fraction digit (``1.5``; not ``15e-1``: rejected, never wrongly
+    # accepted).
+    fractional: bool = False
     kind = "number"
 
 
