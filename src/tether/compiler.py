@@ -20,6 +20,7 @@ from tether.constraints import Choices, Constraint, Grammar, JsonSchema, Regex
 from tether.engine.compiled import Compiled
 from tether.engine.pushdown import PushdownCompiled
 from tether.engine.regular import RegularCompiled
+from tether.engine.unique_items import UniqueItemsCompiled
 from tether.errors import CompileError, TetherError
 from tether.gc_pause import paused_gc
 from tether.grammar.ir import Grammar as GrammarIR
@@ -155,8 +156,8 @@ def _compile_uncached(constraint: Constraint, vocab: Vocabulary) -> Compiled:
         source = None
         node = Alternate(tuple(literal(o) for o in constraint.options))
     else:  # JsonSchema | Grammar (compile() checked the kind)
-        automaton = to_automaton(_grammar_of(constraint),
-                                 pushdown=isinstance(constraint, JsonSchema))
+        grammar = _grammar_of(constraint)
+        automaton = to_automaton(grammar, pushdown=isinstance(constraint, JsonSchema))
     if not isinstance(constraint, JsonSchema | Grammar):
         automaton = LazyDFA(build_nfa(node, source=source), source=source)
     if isinstance(automaton, PushdownAutomaton):
@@ -165,4 +166,6 @@ def _compile_uncached(constraint: Constraint, vocab: Vocabulary) -> Compiled:
         compiled = RegularCompiled(constraint, vocab, automaton)
     compiled.precompute(deadline=started + COMPILE_TIME_TARGET_S)
     compiled.compile_seconds = time.perf_counter() - started
+    if isinstance(constraint, JsonSchema) and grammar.unique_arrays:
+        compiled = UniqueItemsCompiled(compiled, grammar.unique_arrays)
     return compiled

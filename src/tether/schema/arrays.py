@@ -5,8 +5,9 @@ follow ``items``/``additionalItems``; ``minItems``/``maxItems`` become counted
 repetitions. ``contains`` splits items into hits and misses and counts the hits
 (arrays with no other length or position constraint). ``uniqueItems`` is enforced on
 finite item domains (``enum``/``const``/booleans/null, at most :data:`MAX_UNIQUE`
-values) by spelling out the orders of distinct values; elsewhere it cannot be enforced
-by a finite automaton and is refused (``strict``) or ignored with a warning.
+values) by spelling out the orders of distinct values; on extendable items by the
+matcher (:mod:`tether.schema.unique_items`); elsewhere it cannot be enforced and is
+refused (``strict``) or ignored with a warning.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tether.grammar.ir import Expr
 from tether.schema.json_text import alternate, concat
 from tether.schema.keywords import report
 from tether.schema.shapes import Arr, Bool, Lit, Null, negate_sub
+from tether.schema.unique_items import extendable
 
 if TYPE_CHECKING:
     from tether.schema.emit import Emitter
@@ -96,6 +98,10 @@ def _unique(a: Arr, em: Emitter) -> Expr | None | bool:
     """Arrays of distinct values from a finite domain; False if the domain is not finite
     (after refusing or warning)."""
     values = _finite_domain(a, em)
+    if values is None and all(extendable(em.norm.of_sub(sub).shapes)
+                              for sub in (*a.prefix, a.items)):
+        em.unique_checked.add(a.unique)  # type: ignore[arg-type]
+        return False  # any items here; the matcher checks them (unique_items.py)
     if values is None or len(values) > MAX_UNIQUE:
         what = "the items are not from a small finite set" if values is None else \
             f"more than {MAX_UNIQUE} distinct item values"

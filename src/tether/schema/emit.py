@@ -67,6 +67,8 @@ class Emitter:
         self._names: dict[Sub, str | None] = {}
         self._depth = 0
         self._strings: dict[Str, Ref | None] = {}
+        # uniqueItems (pointers) the matcher checks: the grammar allows any items there
+        self.unique_checked: set[str] = set()
 
     def ref(self, sub: Sub) -> Expr | None:
         """The rule of ``sub`` (built on first use); None if no value fits it."""

@@ -72,11 +72,11 @@ class Resolver:
         doc, draft = self._docs[doc_key]
         return self._walk(doc_key, doc, draft, split(pointer, nid), nid)
 
-    def resolve(self, ref: Any, at: Node) -> Node:
-        """The node a ``$ref`` found at ``at`` points to."""
-        where = join(at.nid, "$ref")
+    def resolve(self, ref: Any, at: Node, keyword: str = "$ref") -> Node:
+        """The node a ``$ref`` (or ``keyword``) found at ``at`` points to."""
+        where = join(at.nid, keyword)
         if not isinstance(ref, str):
-            raise CompileError("$ref must be a string", location=where)
+            raise CompileError(f"{keyword} must be a string", location=where)
         target = join_uri(at.base, ref)
         uri, fragment = urldefrag(target)
         if uri not in self._resources:
@@ -84,7 +84,7 @@ class Resolver:
         if fragment and not fragment.startswith("/"):
             found = self._anchors.get(f"{uri}#{fragment}")
             if found is None:
-                raise CompileError(f"$ref {ref!r}: no anchor {fragment!r}", location=where)
+                raise CompileError(f"{keyword} {ref!r}: no anchor {fragment!r}", location=where)
             doc_key, keys = found
         else:
             doc_key, keys = self._resources[uri]
@@ -102,8 +102,8 @@ class Resolver:
         (the resources with dynamic anchors entered so far, outermost first): where the
         reference, resolved like ``$ref``, lands on a ``$dynamicAnchor`` of its name,
         the outermost resource of the scope with a ``$dynamicAnchor`` of that name."""
-        target = self.resolve(ref, at)
-        name = urldefrag(ref)[1] if isinstance(ref, str) else ""
+        target = self.resolve(ref, at, "$dynamicRef")
+        name = urldefrag(ref)[1]
         if not name or name.startswith("/") or not isinstance(target.schema, dict) \
                 or target.schema.get("$dynamicAnchor") != name:
             return target

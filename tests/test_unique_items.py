@@ -1,0 +1,122 @@
+"""``uniqueItems`` on items that are not a small finite set: the matcher refuses the token
+that decides an item equal to an earlier one (tether/schema/unique_items.py,
+tether/engine/unique_items.py). Walks are compared with the ``jsonschema`` validator;
+masks are checked token by token on the byte vocabulary and in random sessions with
+SmolLM2's tokenizer (multi-byte tokens that close one item and open the next)."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+from budget_runs import run_session
+
+import tether
+from tether.engine import bitmask
+from tether.errors import CompileError
+from tether.session import Session, decider
+
+BYTES = tether.Vocabulary.of_bytes()
+
+ANY_ITEMS = {"uniqueItems": True}
+TAGS = {"type": "object", "properties": {
+    "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+    "grid": {"type": "array", "items": {"type": "array", "items": {"type": "integer"},
+                                        "uniqueItems": True}}},
+    "required": ["tags"], "additionalProperties": False}
+PREFIX = {"prefixItems": [{"type": "boolean"}, {"type": "boolean"}], "uniqueItems": True}
+
+CASES = [
+    (ANY_ITEMS, [[1, 2], [1, 1], [1, 1.0], ["a", "a"], ["a", "b"], [{"a": 1, "b": 2},
+                 {"b": 2, "a": 1}], [[1], [1]], [[1], [2]], [True, True], [True, 1],
+                 [0, False], [None, None], [[], []], [{}, {}], [1, [1]], 5, "x",
+                 {"a": [1, 1]}, ["a\"", "a\""], ["é", "\\u00e9"], [1e2, 100]]),
+    (TAGS, [{"tags": ["a", "b"]}, {"tags": ["a", "a"]}, {"tags": []},
+            {"tags": [], "grid": [[1, 2], [2, 1]]}, {"tags": [], "grid": [[1, 1]]},
+            {"tags": [], "grid": [[1], [1]]}]),
+    (PREFIX, [[True, False], [True, True], [False, False, 1], [True, False, True],
+              [True, False, "x", "x"]]),
+]
+
+
+def _accepts(compiled: tether.Compiled, text: str) -> bool:
+    matcher = compiled.matcher()
+    for byte in text.encode():
+        if not matcher.allowed(byte):
+            return False
+        matcher.consume(byte)
+    return matcher.is_accepting()
+
+
+@pytest.mark.parametrize(("schema", "instances"), CASES, ids=["any", "tags", "prefix"])
+def test_walks_agree_with_the_validator(schema, instances) -> None:
+    validator = jsonschema.Draft202012Validator(schema)
+    compiled = tether.compile(tether.JsonSchema(schema, whitespace="compact"), BYTES)
+    for instance in instances:
+        text = json.dumps(instance, separators=(",", ":"), ensure_ascii=False)
+        valid = validator.is_valid(instance)
+        assert _accepts(compiled, text) == valid, text
+        assert compiled.check(text).matches == valid, text
+    if schema is ANY_ITEMS:  # equal strings, one escaped
+        assert not _accepts(compiled, '["A","\\u0041"]')
+
+
+def test_the_mask_refuses_exactly_the_tokens_that_repeat_an_item() -> None:
+    compiled = tether.compile(tether.JsonSchema(ANY_ITEMS, whitespace="compact"), BYTES)
+    matcher = compiled.matcher()
+    matcher.consume_many(list(b'["ab",true,12,"a'))
+    words = matcher.mask()
+    assert bitmask.is_allowed(words, ord('"'))  # "a" is new
+    assert bitmask.is_allowed(words, ord("b"))  # "ab…" may go on
+    matcher.consume_many(list(b'b'))
+    assert not bitmask.is_allowed(matcher.mask(), ord('"'))  # "ab" again
+    assert bitmask.is_allowed(matcher.mask(), ord("c"))
+    matcher.rollback(4)  # back to after 12
+    words = matcher.mask()
+    assert bitmask.is_allowed(words, ord(","))  # 12 is decided by the comma: new
+    matcher.consume_many(list(b','))
+    words = matcher.mask()
+    assert not bitmask.is_allowed(words, ord("t"))  # true again, decided by its first byte
+    assert bitmask.is_allowed(words, ord("f"))
+    twin = matcher.fork()
+    twin.consume_many(list(b'12'))
+    assert not bitmask.is_allowed(twin.mask(), ord("]"))  # 12 again
+    assert bitmask.is_allowed(twin.mask(), ord("3"))
+    assert bitmask.is_allowed(matcher.mask(), ord("t")) is False  # the fork is separate
+
+
+@pytest.mark.parametrize(("schema", "where"), [
+    ({"anyOf": [{"type": "array", "uniqueItems": True},
+                {"type": "array", "items": {"type": "integer"}}]}, "/anyOf/0/uniqueItems"),
+    ({"$defs": {"t": {"type": "array", "items": {"$ref": "#/$defs/t"}, "uniqueItems": True}},
+      "$ref": "#/$defs/t"}, "/$defs/t/uniqueItems"),
+    ({"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": True},
+     "/uniqueItems"),
+])
+def test_what_cannot_be_checked_exactly_is_refused(schema, where: str) -> None:
+    with pytest.raises(CompileError) as err:
+        tether.compile(tether.JsonSchema(schema), BYTES)
+    assert err.value.location == where
+
+
+def test_random_sessions_end_valid(smollm2_vocab) -> None:
+    schema = {"type": "array", "items": {"type": ["integer", "boolean", "null"]},
+              "uniqueItems": True, "minItems": 1}
+    validator = jsonschema.Draft202012Validator(schema)
+    compiled = tether.compile(tether.JsonSchema(schema), smollm2_vocab)
+    for seed in range(6):
+        session, stop = run_session(compiled, 48, seed)
+        text = session.text()
+        assert stop == "constraint_complete", (stop, text)
+        assert validator.is_valid(json.loads(text)), text
+
+
+def test_a_session_mask_is_the_filtered_mask(smollm2_vocab) -> None:
+    compiled = tether.compile(tether.JsonSchema(TAGS), smollm2_vocab)
+    session = Session(smollm2_vocab, compiled.matcher(), decider(smollm2_vocab, seed=0))
+    for token in smollm2_vocab.segment(b'{"tags": ["x", "x'):
+        session.advance(token)
+    words = session.mask()
+    closing = smollm2_vocab.segment(b'"')[0]
+    assert not bitmask.is_allowed(words, closing)
