@@ -8,7 +8,8 @@ checked out in a temporary git worktree. The two cores of this machine differ by
 10 %, so it runs twice, the sources swapping cores. Prints, per run and source, the sum
 and mean of the times between masks (TBM) and the p50 of the time to first mask (TTFM),
 the ratio of the working tree's TBM sum to the revision's and the schemas whose mask
-time changed most; then the ratio both ways (the geometric mean of the two).
+time changed most; then the ratio both ways (the geometric mean of the two). Only the
+schemas both sources pass count (a change may compile schemas that were refused).
 
 Minutes apart, even that varies by ±8 % on this machine. ``--one-core`` runs both sources
 at the same time on one core instead and compares the CPU time each thread spent in
@@ -46,16 +47,28 @@ def worker(src: str, out: str, sample: int, seed: int) -> None:
     from tether.engine.regular import RegularMatcher
 
     cpu = [0.0]  # the thread's CPU time inside masks: not inflated by sharing a core
-    mask = RegularMatcher.mask
+    depth = [0]  # (a matcher that wraps another is timed once, outermost)
 
-    def timed_mask(self: RegularMatcher) -> np.ndarray:
-        started = time.thread_time()
-        try:
-            return mask(self)
-        finally:
-            cpu[0] += time.thread_time() - started
+    def timed(mask: Callable) -> Callable:
+        def timed_mask(self: RegularMatcher) -> np.ndarray:
+            depth[0] += 1
+            started = time.thread_time()
+            try:
+                return mask(self)
+            finally:
+                depth[0] -= 1
+                if not depth[0]:
+                    cpu[0] += time.thread_time() - started
+        return timed_mask
 
-    RegularMatcher.mask = timed_mask  # type: ignore[method-assign]
+    matchers = [RegularMatcher]
+    try:  # (revisions before the matcher checked JSON values besides lack it)
+        from tether.engine.json_checks import JsonChecksMatcher
+        matchers.append(JsonChecksMatcher)
+    except ImportError:
+        pass
+    for cls in matchers:
+        cls.mask = timed(cls.mask)  # type: ignore[method-assign]
     tokenizers = load("smollm2")
     engine = TetherEngine(tokenizers.tether_vocab)
     files = schema_files(sample, seed)
@@ -70,7 +83,11 @@ def worker(src: str, out: str, sample: int, seed: int) -> None:
 
 
 def compare(base: dict, new: dict) -> float:
-    """Print both runs and the largest changes; the ratio of the TBM sums."""
+    """Print both runs and the largest changes; the ratio of the TBM sums. Only schemas
+    both sources pass are compared (one may compile schemas the other refuses)."""
+    both = [k for k in base if k in new and base[k]["status"] == new[k]["status"] == "pass"]
+    print(f"  {len(both)} schemas passed by both ({len(base)} in the sample)")
+    base, new = {k: base[k] for k in both}, {k: new[k] for k in both}
     for name, runs in (("revision", base), ("working tree", new)):
         tbm = np.concatenate([r["tbm"] for r in runs.values()] or [[]]) * 1e6
         ttfm = [r["ttfm"] for r in runs.values() if r["ttfm"] is not None]
@@ -91,8 +108,10 @@ def one_core(run: Callable, tmp: Path, tree: Path, sample: int) -> None:
         runs = [run(1, tree, outs[0], sample), run(1, ROOT, outs[1], sample)]
         if any(r.wait() for r in runs):
             raise SystemExit("a worker failed")
-        base, new = (sum(r["cpu"] for r in json.loads(out.read_text()).values())
-                     for out in outs)
+        results = [json.loads(out.read_text()) for out in outs]
+        both = [k for k in results[0] if k in results[1]
+                and results[0][k]["status"] == results[1][k]["status"] == "pass"]
+        base, new = (sum(r[k]["cpu"] for k in both) for r in results)
         print(f"run {k}: mask CPU time, revision {base:.2f} s, working tree {new:.2f} s: "
               f"working tree / revision {new / base:.3f}")
 

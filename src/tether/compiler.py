@@ -18,9 +18,9 @@ from tether.automata.regex_ast import Alternate, Node, literal
 from tether.automata.regex_parser import parse_regex
 from tether.constraints import Choices, Constraint, Grammar, JsonSchema, Regex
 from tether.engine.compiled import Compiled
+from tether.engine.json_checks import JsonChecksCompiled
 from tether.engine.pushdown import PushdownCompiled
 from tether.engine.regular import RegularCompiled
-from tether.engine.unique_items import UniqueItemsCompiled
 from tether.errors import CompileError, TetherError
 from tether.gc_pause import paused_gc
 from tether.grammar.ir import Grammar as GrammarIR
@@ -166,6 +166,6 @@ def _compile_uncached(constraint: Constraint, vocab: Vocabulary) -> Compiled:
         compiled = RegularCompiled(constraint, vocab, automaton)
     compiled.precompute(deadline=started + COMPILE_TIME_TARGET_S)
     compiled.compile_seconds = time.perf_counter() - started
-    if isinstance(constraint, JsonSchema) and grammar.unique_arrays:
-        compiled = UniqueItemsCompiled(compiled, grammar.unique_arrays)
+    if isinstance(constraint, JsonSchema) and grammar.runtime_checks is not None:
+        compiled = JsonChecksCompiled(compiled, grammar.runtime_checks)
     return compiled

@@ -77,9 +77,9 @@ class Grammar:
     where: dict[str, int | str] = field(default_factory=dict)
     source: str | None = None
     longest: frozenset[str] = frozenset()
-    # JSON only: the paths of arrays whose items must be distinct, checked by the
-    # matcher, not the grammar (tether.schema.unique_items)
-    unique_arrays: tuple = ()
+    # JSON only: what the matcher checks beside the grammar (distinct items, long
+    # strings' lengths): a tether.schema.runtime_checks.RuntimeChecks
+    runtime_checks: object = None
 
 
 def refs_in(expr: Expr) -> list[Ref]:

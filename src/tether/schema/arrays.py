@@ -6,7 +6,7 @@ repetitions. ``contains`` splits items into hits and misses and counts the hits
 (arrays with no other length or position constraint). ``uniqueItems`` is enforced on
 finite item domains (``enum``/``const``/booleans/null, at most :data:`MAX_UNIQUE`
 values) by spelling out the orders of distinct values; on extendable items by the
-matcher (:mod:`tether.schema.unique_items`); elsewhere it cannot be enforced and is
+matcher (:mod:`tether.schema.runtime_checks`); elsewhere it cannot be enforced and is
 refused (``strict``) or ignored with a warning.
 """
 
@@ -19,8 +19,8 @@ from tether.errors import CompileError
 from tether.grammar.ir import Expr
 from tether.schema.json_text import alternate, concat
 from tether.schema.keywords import report
+from tether.schema.runtime_checks import extendable
 from tether.schema.shapes import Arr, Bool, Lit, Null, negate_sub
-from tether.schema.unique_items import extendable
 
 if TYPE_CHECKING:
     from tether.schema.emit import Emitter
@@ -101,7 +101,7 @@ def _unique(a: Arr, em: Emitter) -> Expr | None | bool:
     if values is None and all(extendable(em.norm.of_sub(sub).shapes)
                               for sub in (*a.prefix, a.items)):
         em.unique_checked.add(a.unique)  # type: ignore[arg-type]
-        return False  # any items here; the matcher checks them (unique_items.py)
+        return False  # any items here; the matcher checks them (runtime_checks.py)
     if values is None or len(values) > MAX_UNIQUE:
         what = "the items are not from a small finite set" if values is None else \
             f"more than {MAX_UNIQUE} distinct item values"

@@ -19,7 +19,7 @@ from tether.schema.json_text import Layout
 from tether.schema.normalize import Normalizer
 from tether.schema.pointers import scope_of
 from tether.schema.resolve import Resolver
-from tether.schema.unique_items import unique_paths
+from tether.schema.runtime_checks import checked_paths
 
 START = "json"
 
@@ -53,10 +53,11 @@ def _compile(constraint: JsonSchema) -> Grammar:
                           else ("no value satisfies it", ""))
         raise CompileError(f"the schema is unsatisfiable: {message}", location=where)
     rules = _reachable({**layout.rules, **emitter.rules, START: root})
-    unique = unique_paths(norm, frozenset({("", False)}), emitter.unique_checked) \
-        if emitter.unique_checked else ()
+    checks = checked_paths(norm, frozenset({("", False)}), emitter.unique_checked,
+                           emitter.length_checked) \
+        if emitter.unique_checked or emitter.length_checked else None
     return Grammar(rules, START, {**emitter.where, START: ""}, constraint.schema_json,
-                   unique_arrays=unique)
+                   runtime_checks=checks)
 
 
 def _reachable(rules: dict[str, Expr]) -> dict[str, Expr]:

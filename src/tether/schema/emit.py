@@ -25,6 +25,7 @@ from tether.schema.keywords import report
 from tether.schema.normalize import Normalizer
 from tether.schema.objects import emit_object
 from tether.schema.pointers import join
+from tether.schema.runtime_checks import counted, length_key
 from tether.schema.shapes import (
     ANY,
     Arr,
@@ -50,6 +51,7 @@ SPEC_FORMATS = frozenset({
 MAX_NESTING = 48  # subschemas nested inside one another while emitting
 _UNSET = object()
 _NO_STRING = "no string satisfies"  # how strings.json_string says its language is empty
+_LONG_STRING = "the length bound needs"  # … and that a maxLength is too large for it
 
 
 class Emitter:
@@ -67,8 +69,10 @@ class Emitter:
         self._names: dict[Sub, str | None] = {}
         self._depth = 0
         self._strings: dict[Str, Ref | None] = {}
-        # uniqueItems (pointers) the matcher checks: the grammar allows any items there
+        # What the matcher checks (schema/runtime_checks.py): uniqueItems (pointers) whose
+        # arrays allow any items here, strings (by length_key) whose maxLength it counts
         self.unique_checked: set[str] = set()
+        self.length_checked: dict[Str, tuple[int, str]] = {}
 
     def ref(self, sub: Sub) -> Expr | None:
         """The rule of ``sub`` (built on first use); None if no value fits it."""
@@ -149,6 +153,13 @@ class Emitter:
         if key not in self._strings:
             try:
                 expr = self._string(s)
+            except LimitExceeded as e:
+                uncounted = counted(s)
+                if uncounted is None or not e.message.startswith(_LONG_STRING):
+                    raise
+                expr = self._string(uncounted)  # the matcher counts the code points
+                self.length_checked[length_key(s)] = (s.max_len, join(s.where, "maxLength"))
+                self._strings[key] = self.named("str", expr, s.where)
             except CompileError as e:
                 if not (may_be_empty and e.message.startswith(_NO_STRING)):
                     raise

@@ -1,17 +1,23 @@
-"""Distinct array items, checked by the matcher (``uniqueItems``; see
-:mod:`tether.schema.unique_items` for which arrays and why it is exact).
+"""What a JSON matcher checks beside the grammar: distinct array items (``uniqueItems``)
+and the code points of long strings (``maxLength`` too large for an automaton). Which
+values, and why it is exact: :mod:`tether.schema.runtime_checks`.
 
-:class:`UniqueItemsMatcher` wraps the matcher of the JSON grammar and reads the same
+:class:`JsonChecksMatcher` wraps the matcher of the JSON grammar and reads the same
 bytes with a small JSON scanner (:class:`Scan`, one immutable snapshot per consumed
-token, so rollback and fork are free). Inside an array at a checked path, an item is
-*decided* when its text is complete (a string's closing quote, a container's closing
-bracket, a number's delimiter) or by its first byte (``t``/``f``/``n``); a token that
-decides an item equal to an earlier item of the same array (JSON equality: ``1`` and
-``1.0`` are equal, object members in any order) is not allowed. A mask is the
-grammar's mask less those tokens: only the allowed tokens that could decide an item
-(those with a quote, a bracket, a comma or white space, or starting with
-``t``/``f``/``n``; inside a string, those with a quote) are read by the scanner — a
-Python loop, so masks in checked arrays cost milliseconds.
+token, so rollback and fork are free).
+
+- Inside an array at a checked path, an item is *decided* when its text is complete (a
+  string's closing quote, a container's closing bracket, a number's delimiter) or by its
+  first byte (``t``/``f``/``n``); a token that decides an item equal to an earlier item
+  of the same array (JSON equality: ``1`` and ``1.0`` are equal, object members in any
+  order) is not allowed. Only the allowed tokens that could decide an item (those with a
+  quote, bracket, comma or white space, or starting with ``t``/``f``/``n``; inside a
+  string, those with a quote) are read by the scanner — a Python loop, so masks in
+  checked arrays cost milliseconds.
+- Inside a counted string, a token that would take it past its bound is not allowed.
+  No token can while the bound is further than a token's length: then the mask is the
+  grammar's; near it, tokens are judged by their code points before any quote
+  (per-vocabulary arrays, vectorised), those with a backslash by the scanner.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -29,21 +35,24 @@ from tether.engine.matcher import Forced, Matcher
 from tether.errors import ConstraintViolation
 from tether.vocab import Vocabulary
 
+if TYPE_CHECKING:
+    from tether.schema.runtime_checks import RuntimeChecks
+
 _WS = b" \t\n\r"
 _NUMBER = frozenset(b"0123456789+-.eE")
 _LITERALS = {ord("t"): (True, 4), ord("f"): (False, 5), ord("n"): (None, 4)}
 
 
 class Frame(NamedTuple):
-    """An open container: its path, and for an array the index of its current item,
-    the canonical values of its items so far (checked arrays), where the current item
-    began in the text (-1: none open)."""
+    """An open container: its path; for an array the index of its current item, the
+    canonical values of its items so far (checked arrays only), where the current item
+    began in the text (-1: none open); for an object its current member's key."""
 
     array: bool
     path: tuple
-    index: int  # arrays: the current item; objects: unused
-    key: str | None  # objects: the current member's key
-    seen: frozenset | None  # checked arrays: the values of the items so far
+    index: int
+    key: str | None
+    seen: frozenset | None
     start: int
 
 
@@ -51,14 +60,16 @@ class Scan(NamedTuple):
     """Where the scanner is: the open containers and the lexical mode."""
 
     frames: tuple[Frame, ...] = ()
-    mode: str = "value"  # value, string, escape, number, literal, after, key, colon
+    mode: str = "value"  # value, string, escape, hex, number, literal, after, key, colon
     is_key: bool = False  # the string being read is a key
-    left: int = 0  # literal: bytes still to read
+    left: int = 0  # literal, hex: bytes still to read
     start: int = 0  # string (key) or number: where it began
+    count: int = 0  # string: code points so far
+    limit: int | None = None  # string: the most code points it may have
 
 
-class Duplicate(Exception):  # noqa: N818 - a signal, not an error
-    """An item equal to an earlier one of its array was decided."""
+class Refused(Exception):  # noqa: N818 - a signal, not an error
+    """The bytes repeat an item of a checked array or make a counted string too long."""
 
 
 def canonical(value: Any) -> Any:
@@ -79,27 +90,29 @@ def _value(text: bytes) -> Any:
 
 
 class Scanner:
-    """Reads JSON text byte by byte, raising :class:`Duplicate` where a checked array
-    gets an item equal to an earlier one."""
+    """Reads JSON text byte by byte, raising :class:`Refused` where a checked array gets
+    an item equal to an earlier one or a counted string grows past its bound."""
 
-    def __init__(self, paths: tuple) -> None:
-        self.paths = paths
+    def __init__(self, checks: RuntimeChecks) -> None:
+        self.unique = checks.unique
+        self.lengths = checks.lengths
 
     def checked(self, path: tuple) -> bool:
-        return any(_matches(p, path) for p in self.paths)
+        return any(_matches(p, path) for p in self.unique)
+
+    def limit(self, path: tuple) -> int | None:
+        return next((n for p, n in self.lengths if _matches(p, path)), None)
 
     def read(self, scan: Scan, data: bytes, text: bytes | bytearray | memoryview) -> Scan:
         """``scan`` after ``data``, the bytes that follow ``text`` (``text + data`` is
         what has been read)."""
-        frames, mode, is_key, left, start = scan
+        frames, mode, is_key, left, start, count, limit = scan
         base = len(text)
         full = _Text(text, data)
         for i, b in enumerate(data):
             at = base + i
             if mode == "string":
-                if b == 0x5C:
-                    mode = "escape"
-                elif b == 0x22:
+                if b == 0x22:
                     if is_key:
                         top = frames[-1]
                         key = json.loads(full.slice(start, at + 1))
@@ -108,9 +121,22 @@ class Scanner:
                     else:
                         frames = self._decided(frames, full, at + 1)
                         mode = "after"
+                    continue
+                if b == 0x5C:
+                    mode = "escape"
+                    count += 1
+                elif b & 0xC0 != 0x80:  # a code point starts
+                    count += 1
+                if limit is not None and count > limit:
+                    raise Refused
                 continue
             if mode == "escape":
-                mode = "string"
+                mode, left = ("hex", 4) if b == 0x75 else ("string", 0)
+                continue
+            if mode == "hex":
+                left -= 1
+                if not left:
+                    mode = "string"
                 continue
             if mode == "number":
                 if b in _NUMBER:
@@ -128,7 +154,7 @@ class Scanner:
                 mode = "value"
             elif mode == "key":  # '"' or '}'
                 if b == 0x22:
-                    mode, is_key, start = "string", True, at
+                    mode, is_key, start, count, limit = "string", True, at, 0, None
                 else:
                     frames, mode = self._close(frames, full, at), "after"
             elif mode == "after":  # ',' ']' '}'
@@ -145,24 +171,26 @@ class Scanner:
                 if b == 0x5D:
                     frames, mode = self._close(frames, full, at), "after"
                     continue
+                path = self._path(frames)
                 frames = self._began(frames, at)
                 if b == 0x22:
-                    mode, is_key, start = "string", False, at
+                    mode, is_key, start, count = "string", False, at, 0
+                    limit = self.limit(path) if self.lengths else None
                 elif b in _LITERALS:
                     value, length = _LITERALS[b]
                     frames = self._seen(frames, ("lit", value))
                     mode, left = "literal", length - 1
                 elif b == 0x5B or b == 0x7B:
-                    path = self._path(frames)
                     array = b == 0x5B
                     seen = frozenset() if array and self.checked(path) else None
                     frames = (*frames, Frame(array, path, 0, None, seen, -1))
                     mode = "value" if array else "key"
                 else:
                     mode, start = "number", at
-        return Scan(frames, mode, is_key, left, start)
+        return Scan(frames, mode, is_key, left, start, count, limit)
 
     def _path(self, frames: tuple[Frame, ...]) -> tuple:
+        """The path of the value that starts here."""
         if not frames:
             return ()
         top = frames[-1]
@@ -179,7 +207,7 @@ class Scanner:
             return frames
         top = frames[-1]
         if value in top.seen:
-            raise Duplicate
+            raise Refused
         return (*frames[:-1], top._replace(seen=top.seen | {value}))
 
     def _decided(self, frames: tuple[Frame, ...], full: _Text, end: int
@@ -227,20 +255,20 @@ def _matches(pattern: tuple, path: tuple) -> bool:
     return True
 
 
-class UniqueItemsCompiled(Compiled):
-    """A JSON Schema compiled to a grammar, with arrays whose items the matcher checks."""
+class JsonChecksCompiled(Compiled):
+    """A JSON Schema compiled to a grammar, with values the matcher checks besides."""
 
-    def __init__(self, inner: Compiled, paths: tuple) -> None:
+    def __init__(self, inner: Compiled, checks: RuntimeChecks) -> None:
         self.inner = inner
         self.vocab = inner.vocab
         self.constraint = inner.constraint
-        self.scanner = Scanner(paths)
+        self.scanner = Scanner(checks)
 
     def __getattr__(self, name: str) -> Any:  # compile_seconds, precompute, dfa…
         return getattr(self.inner, name)
 
-    def matcher(self) -> UniqueItemsMatcher:
-        return UniqueItemsMatcher(self, self.inner.matcher())
+    def matcher(self) -> JsonChecksMatcher:
+        return JsonChecksMatcher(self, self.inner.matcher())
 
     def check(self, text: str | bytes) -> CheckResult:
         data = text.encode() if isinstance(text, str) else text
@@ -251,8 +279,10 @@ class UniqueItemsCompiled(Compiled):
         for i in range(len(data)):
             try:
                 scan = self.scanner.read(scan, data[i:i + 1], view[:i])
-            except Duplicate:
-                return CheckResult(False, i, b"", ("uniqueItems: an item repeats",))
+            except Refused:
+                return CheckResult(False, i, b"", (
+                    "uniqueItems: an item repeats" if scan.mode != "string"
+                    else f"maxLength: more than {scan.limit} characters",))
         return result
 
     @property
@@ -265,13 +295,15 @@ class UniqueItemsCompiled(Compiled):
 
     @property
     def stats(self) -> dict[str, Any]:
-        return {**self.inner.stats, "unique_arrays": len(self.scanner.paths)}
+        return {**self.inner.stats, "unique_arrays": len(self.scanner.unique),
+                "counted_strings": len(self.scanner.lengths)}
 
 
-class UniqueItemsMatcher(Matcher):
-    """The grammar's matcher, less the tokens that repeat an item of a checked array."""
+class JsonChecksMatcher(Matcher):
+    """The grammar's matcher, less the tokens that repeat an item of a checked array or
+    make a counted string too long."""
 
-    def __init__(self, compiled: UniqueItemsCompiled, inner: Matcher) -> None:
+    def __init__(self, compiled: JsonChecksCompiled, inner: Matcher) -> None:
         self.compiled = compiled
         self.inner = inner
         self.vocab = inner.vocab
@@ -280,31 +312,37 @@ class UniqueItemsMatcher(Matcher):
         self._ends: list[int] = []
         self._mask: tuple[Scan, np.ndarray] | None = None  # the last mask, by position
 
-    def _in_checked(self) -> bool:
-        return any(f.seen is not None for f in self._scans[-1].frames)
-
-    def _repeats(self, data: bytes) -> bool:
-        """Whether ``data`` (allowed by the grammar) decides a repeated item."""
+    def _refused(self, data: bytes) -> bool:
+        """Whether ``data`` (allowed by the grammar) is refused by a check."""
         try:
             self.compiled.scanner.read(self._scans[-1], data, self._text)
-        except Duplicate:
+        except Refused:
             return True
         return False
 
     def mask(self) -> np.ndarray:
         words = self.inner.mask()
-        if not self._in_checked():
-            return words
         scan = self._scans[-1]
+        in_array = any(f.seen is not None for f in scan.frames)
+        near_limit = scan.limit is not None and scan.mode in ("string", "escape", "hex") \
+            and scan.count + self.vocab.max_token_bytes > scan.limit
+        if not (in_array or near_limit):
+            return words
         if self._mask is not None and self._mask[0] is scan:
             return self._mask[1]
-        hits = _deciding(self.vocab, scan.mode == "string")
-        candidates = bitmask.to_ids(words & hits, self.vocab.size).tolist()
         out = words.copy()
-        for token in candidates:
-            if self.vocab.is_eos(token):
-                continue
-            if self._repeats(self.vocab.token_bytes(token)):
+        in_string = scan.mode == "string"
+        read = np.zeros_like(words)  # the tokens the scanner reads
+        if in_array:
+            read |= _deciding(self.vocab, in_string)
+        if near_limit and in_string:
+            out &= ~bitmask.from_ids(_too_long(self.vocab, words, scan.count, scan.limit),
+                                     self.vocab.size)
+            read |= _escaping(self.vocab)
+        elif near_limit:  # inside an escape: every token
+            read[:] = ~np.uint32(0)
+        for token in bitmask.to_ids(out & read, self.vocab.size).tolist():
+            if not self.vocab.is_eos(token) and self._refused(self.vocab.token_bytes(token)):
                 out[token >> 5] &= ~np.uint32(1 << (token & 31))
         self._mask = (scan, out)
         return out
@@ -312,7 +350,7 @@ class UniqueItemsMatcher(Matcher):
     def allowed(self, token_id: int) -> bool:
         if not self.inner.allowed(token_id):
             return False
-        return self.vocab.is_eos(token_id) or not self._repeats(
+        return self.vocab.is_eos(token_id) or not self._refused(
             self.vocab.token_bytes(token_id))
 
     def is_accepting(self) -> bool:
@@ -324,8 +362,8 @@ class UniqueItemsMatcher(Matcher):
     def forced(self) -> Forced:
         return self.inner.forced()
 
-    def fork(self) -> UniqueItemsMatcher:
-        twin = UniqueItemsMatcher(self.compiled, self.inner.fork())
+    def fork(self) -> JsonChecksMatcher:
+        twin = JsonChecksMatcher(self.compiled, self.inner.fork())
         twin._scans = list(self._scans)
         twin._text = bytearray(self._text)
         twin._ends = list(self._ends)
@@ -340,7 +378,7 @@ class UniqueItemsMatcher(Matcher):
             return False
         try:
             scan = self.compiled.scanner.read(self._scans[-1], data, self._text)
-        except Duplicate:
+        except Refused:
             self.inner.rollback(1)
             return False
         self._scans.append(scan)
@@ -374,26 +412,63 @@ class UniqueItemsMatcher(Matcher):
         return self.inner.budget_mask(k) & self.mask()
 
 
+def _too_long(vocab: Vocabulary, words: np.ndarray, count: int, limit: int | None
+              ) -> np.ndarray:
+    """The tokens of ``words`` without a backslash before their first quote whose code
+    points before it (all of them, without a quote) take a string of ``count`` code
+    points past ``limit``."""
+    before, escaping = _string_profile(vocab)
+    ids = bitmask.to_ids(words, vocab.size)
+    ids = ids[ids < before.size]
+    return ids[(count + before[ids] > (limit or 0)) & ~escaping[ids]]
+
+
 @lru_cache(maxsize=8)
-def _deciding_cached(vocab: Vocabulary, in_string: bool) -> np.ndarray:
+def _string_profile(vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
+    """Per token: the code points before its first quote or backslash (all of them if it
+    has neither), and whether a backslash comes first."""
     flat, offsets = vocab.flat_tokens
     n = offsets.size - 1
-    starts = offsets[:-1]
-    lengths = np.diff(offsets)
-    wanted = b'"' if in_string else b'"[]{},' + _WS
-    has = np.zeros(flat.size, dtype=bool)
-    for b in wanted:
-        has |= flat == b
-    cum = np.concatenate([[0], np.cumsum(has)])
-    hits = cum[offsets[1:]] - cum[starts] > 0
-    if not in_string:
-        first = np.where(lengths > 0, flat[np.minimum(starts, flat.size - 1)], 0)
-        hits |= np.isin(first, list(_LITERALS)) & (lengths > 0)
-    ids = np.flatnonzero(hits[:n])
-    return bitmask.from_ids(ids, vocab.size)
+    before = np.zeros(n, dtype=np.int64)
+    escaping = np.zeros(n, dtype=bool)
+    special = (flat == 0x22) | (flat == 0x5C)
+    starts_cp = (flat & 0xC0) != 0x80
+    for t in range(n):
+        lo, hi = int(offsets[t]), int(offsets[t + 1])
+        stop = hi
+        hit = np.flatnonzero(special[lo:hi])
+        if hit.size:
+            stop = lo + int(hit[0])
+            escaping[t] = flat[stop] == 0x5C
+        before[t] = int(starts_cp[lo:stop].sum())
+    return before, escaping
 
 
+@lru_cache(maxsize=8)
+def _escaping(vocab: Vocabulary) -> np.ndarray:
+    """The tokens with a backslash."""
+    return _with_bytes(vocab, b"\\", first=b"")
+
+
+@lru_cache(maxsize=16)
 def _deciding(vocab: Vocabulary, in_string: bool) -> np.ndarray:
     """The tokens that may decide an item: with a quote (inside a string), else with a
     quote, bracket, comma or white space, or starting with ``t``/``f``/``n``."""
-    return _deciding_cached(vocab, in_string)
+    if in_string:
+        return _with_bytes(vocab, b'"', first=b"")
+    return _with_bytes(vocab, b'"[]{},' + _WS, first=bytes(_LITERALS))
+
+
+def _with_bytes(vocab: Vocabulary, anywhere: bytes, first: bytes) -> np.ndarray:
+    """The tokens with a byte of ``anywhere``, or whose first byte is in ``first``."""
+    flat, offsets = vocab.flat_tokens
+    n = offsets.size - 1
+    has = np.isin(flat, np.frombuffer(anywhere, dtype=np.uint8)) if anywhere else \
+        np.zeros(flat.size, dtype=bool)
+    cum = np.concatenate([[0], np.cumsum(has)])
+    hits = cum[offsets[1:]] - cum[offsets[:-1]] > 0
+    if first:
+        lengths = np.diff(offsets)
+        heads = flat[np.minimum(offsets[:-1], max(flat.size - 1, 0))]
+        hits |= (lengths > 0) & np.isin(heads, np.frombuffer(first, dtype=np.uint8))
+    return bitmask.from_ids(np.flatnonzero(hits[:n]), vocab.size)

@@ -1,8 +1,10 @@
-"""``uniqueItems`` on items that are not a small finite set: the matcher refuses the token
-that decides an item equal to an earlier one (tether/schema/unique_items.py,
-tether/engine/unique_items.py). Walks are compared with the ``jsonschema`` validator;
-masks are checked token by token on the byte vocabulary and in random sessions with
-SmolLM2's tokenizer (multi-byte tokens that close one item and open the next)."""
+"""What the matcher checks beside the grammar (tether/schema/runtime_checks.py,
+tether/engine/json_checks.py): ``uniqueItems`` on items that are not a small finite set
+(the token that decides an item equal to an earlier one is refused) and ``maxLength``
+too large for an automaton (code points counted). Walks are compared with the
+``jsonschema`` validator; masks are checked token by token on the byte vocabulary and in
+random sessions with SmolLM2's tokenizer (multi-byte tokens that close one item and open
+the next)."""
 
 from __future__ import annotations
 
@@ -120,3 +122,46 @@ def test_a_session_mask_is_the_filtered_mask(smollm2_vocab) -> None:
     words = session.mask()
     closing = smollm2_vocab.segment(b'"')[0]
     assert not bitmask.is_allowed(words, closing)
+
+
+LONG = {"type": "object", "properties": {
+    "note": {"type": "string", "maxLength": 20_000},
+    "lines": {"type": "array", "items": {"type": "string", "minLength": 1,
+                                         "maxLength": 20_000}}}}
+
+
+def test_long_strings_are_counted_in_code_points() -> None:
+    compiled = tether.compile(tether.JsonSchema(LONG, whitespace="compact"), BYTES)
+    validator = jsonschema.Draft202012Validator(LONG)
+    for text in ["a" * 20_000, "a" * 20_001, "é" * 20_000, "é" * 20_001,
+                 "\\n" * 20_000, "\\n" * 19_999 + "ab", ""]:
+        for instance in ({"note": json.loads(f'"{text}"')},
+                         {"lines": ["x", json.loads(f'"{text}"')]}):
+            raw = json.dumps(instance, separators=(",", ":"), ensure_ascii=False)
+            assert _accepts(compiled, raw) == validator.is_valid(instance), raw[:40]
+
+
+def test_near_the_bound_the_mask_takes_out_tokens_too_long(smollm2_vocab) -> None:
+    compiled = tether.compile(tether.JsonSchema(LONG), smollm2_vocab)
+    matcher = compiled.matcher()
+    matcher.consume_many(smollm2_vocab.segment(b'{"note": "' + b"a" * 19_998))
+    words = matcher.mask()
+    for piece, fits in [(b'"', True), (b"ab", True), (b'b"', True), (b"abc", False),
+                        (b"ing", False), (b"\\n", True)]:
+        token = smollm2_vocab.segment(piece)
+        if len(token) == 1:
+            assert bitmask.is_allowed(words, token[0]) == fits, piece
+    grammar_only = compiled.inner.matcher()
+    grammar_only.consume_many(smollm2_vocab.segment(b'{"note": "' + b"a" * 19_998))
+    assert bitmask.popcount(words) < bitmask.popcount(grammar_only.mask())
+
+
+@pytest.mark.parametrize(("schema", "where"), [
+    ({"anyOf": [{"type": "string", "maxLength": 20_000}, {"type": "string", "maxLength": 30_000}]},
+     "/anyOf/0/maxLength"),
+    ({"type": "object", "propertyNames": {"maxLength": 20_000}}, "/propertyNames/maxLength"),
+])
+def test_long_strings_that_cannot_be_located_are_refused(schema, where: str) -> None:
+    with pytest.raises(CompileError) as err:
+        tether.compile(tether.JsonSchema(schema), BYTES)
+    assert err.value.location == where
