@@ -44,13 +44,14 @@ def run_suite(vocab: tether.Vocabulary, encode, formats: str = "assert"
                 counts["unsupported"] += len(case["tests"])
                 continue
             for test in case["tests"]:
-                accepted = _walk(compiled, encode(json.dumps(test["data"], ensure_ascii=False)))
+                accepted = accepts(compiled, encode(json.dumps(test["data"], ensure_ascii=False)))
                 counts["right" if accepted == test["valid"] else
                        "wrong accept" if accepted else "wrong reject"] += 1
     return table
 
 
-def _walk(compiled: tether.Compiled, tokens: list[int]) -> bool:
+def accepts(compiled: tether.Compiled, tokens: list[int]) -> bool:
+    """Whether ``tokens`` are allowed one by one and end accepted."""
     matcher = compiled.matcher()
     for token in tokens:
         if not matcher.allowed(token):

@@ -8,8 +8,12 @@ only the shapes that may overlap (:meth:`Normalizer._minus`), so most real ``one
 whose branches differ by kind, ``const`` or required keys, need no complement at all —
 and the ``dependencies`` family (each trigger splits an
 object into "trigger absent" and "trigger present and its requirement holds").
-Results are memoized per node; values inside arrays and objects stay unexpanded
-:data:`~tether.schema.shapes.Sub` until the emitter asks for them.
+``unevaluatedProperties``/``unevaluatedItems`` come last: each object or array shape
+knows what its annotations evaluated (docs/json-schema.md, "Unevaluated keys and
+items"). ``$dynamicRef`` resolves in the dynamic scope, which a node id carries as a
+number (:func:`~tether.schema.pointers.scoped`). Results are memoized per node; values
+inside arrays and objects stay unexpanded :data:`~tether.schema.shapes.Sub` until the
+emitter asks for them.
 """
 
 from __future__ import annotations
