@@ -81,9 +81,10 @@ class Normalizer:
         self._active: list[str] = []
         self.intersections = 0  # shape intersections so far (bounded: algebra.py)
         self.members = membership.Membership(self)
-        # anyOf branches that hold together evaluate the union of their keys and items:
-        # only unevaluatedProperties/Items can tell, so only then are their sets spelled
-        self._branch_sets = resolver.mentions("unevaluated")
+        # Which keys and items annotations evaluated matters only to unevaluated*: only
+        # then do shapes record it, and anyOf branches that hold together (evaluating
+        # the union) are spelled as sets
+        self._annotations = resolver.mentions("unevaluated")
         # Dynamic scopes ($dynamicRef): the resources with dynamic anchors entered on
         # the way to a node, outermost first, numbered (node ids carry the number).
         self._scopes: list[tuple[str, ...]] = [()]
@@ -302,9 +303,10 @@ class Normalizer:
         unique = s.get("uniqueItems")
         if not isinstance(unique, bool | None):
             raise CompileError("uniqueItems must be a boolean", location=join(where, "uniqueItems"))
+        evaluated = (len(prefix), "additionalItems" in s if isinstance(s.get("items"), list)
+                     else "items" in s) if self._annotations else (0, False)
         return Arr(prefix, items, _count(s, "minItems", where) or 0, _count(s, "maxItems", where),
-                   contains, join(where, "uniqueItems") if unique else None, len(prefix),
-                   "additionalItems" in s if isinstance(s.get("items"), list) else "items" in s)
+                   contains, join(where, "uniqueItems") if unique else None, *evaluated)
 
     def _object(self, node: Node) -> Obj:
         s, where = node.schema, node.nid
@@ -325,9 +327,11 @@ class Normalizer:
         return Obj(props, frozenset(required), patterns, additional, names,
                    _count(s, "minProperties", where) or 0, _count(s, "maxProperties", where),
                    where, tuple(dict.fromkeys(required)),
-                   evaluated_names=frozenset(k for k, _ in props),
-                   evaluated_patterns=frozenset(p for p, _ in patterns),
-                   evaluates_all="additionalProperties" in s)
+                   evaluated_names=frozenset(k for k, _ in props) if self._annotations
+                   else frozenset(),
+                   evaluated_patterns=frozenset(p for p, _ in patterns) if self._annotations
+                   else frozenset(),
+                   evaluates_all="additionalProperties" in s and self._annotations)
 
     def _sub(self, node: Node, *keys: str | int) -> Sub:
         """The subschema at ``node``/``keys`` (``ANY``/``NEVER`` for trivial ones)."""
@@ -407,7 +411,7 @@ class Normalizer:
         shapes: list[Shape] = []
         branches = [self.of_node(join(where, i))
                     for i, _ in enumerate(_list(node.schema, key, node.nid))]
-        if self._branch_sets and len(branches) <= MAX_BRANCH_SETS:
+        if self._annotations and len(branches) <= MAX_BRANCH_SETS:
             branches += [reduce(lambda a, b: intersect_unions(a, b, self, where), chosen)
                          for n in range(2, len(branches) + 1)
                          for chosen in combinations(branches, n)]

@@ -86,7 +86,8 @@ class Arr:
     contains: tuple[Contains, ...] = ()
     unique: str | None = None  # where uniqueItems was required
     # The items the shape's annotations mark evaluated, for an enclosing
-    # unevaluatedItems: the first `evaluated_prefix`, every one when `evaluates_all`.
+    # unevaluatedItems: the first `evaluated_prefix`, every one when `evaluates_all`
+    # (recorded only in documents that use unevaluated*).
     evaluated_prefix: int = 0
     evaluates_all: bool = False
     kind = "array"
@@ -113,6 +114,7 @@ class Obj:
     # unevaluatedProperties: declared names, patternProperties patterns, every key when
     # `evaluates_all` (additionalProperties, unevaluatedProperties). Shapes that stand
     # for a `not`, a failed `if` or a split of the dependencies evaluate nothing.
+    # Recorded only in documents that use unevaluated* (elsewhere equal shapes stay equal).
     evaluated_names: frozenset[str] = frozenset()
     evaluated_patterns: frozenset[str] = frozenset()
     evaluates_all: bool = False
