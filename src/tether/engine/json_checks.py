@@ -63,7 +63,7 @@ class Scan(NamedTuple):
     mode: str = "value"  # value, string, escape, hex, number, literal, after, key, colon
     is_key: bool = False  # the string being read is a key
     left: int = 0  # literal, hex: bytes still to read
-    start: int = 0  # string (key) or number: where it began
+    start: int = 0  # key: where its string began
     count: int = 0  # string: code points so far
     limit: int | None = None  # string: the most code points it may have
 
@@ -174,7 +174,7 @@ class Scanner:
                 path = self._path(frames)
                 frames = self._began(frames, at)
                 if b == 0x22:
-                    mode, is_key, start, count = "string", False, at, 0
+                    mode, is_key, count = "string", False, 0
                     limit = self.limit(path) if self.lengths else None
                 elif b in _LITERALS:
                     value, length = _LITERALS[b]
@@ -186,7 +186,7 @@ class Scanner:
                     frames = (*frames, Frame(array, path, 0, None, seen, -1))
                     mode = "value" if array else "key"
                 else:
-                    mode, start = "number", at
+                    mode = "number"
         return Scan(frames, mode, is_key, left, start, count, limit)
 
     def _path(self, frames: tuple[Frame, ...]) -> tuple:
@@ -428,20 +428,15 @@ def _string_profile(vocab: Vocabulary) -> tuple[np.ndarray, np.ndarray]:
     """Per token: the code points before its first quote or backslash (all of them if it
     has neither), and whether a backslash comes first."""
     flat, offsets = vocab.flat_tokens
-    n = offsets.size - 1
-    before = np.zeros(n, dtype=np.int64)
-    escaping = np.zeros(n, dtype=bool)
-    special = (flat == 0x22) | (flat == 0x5C)
-    starts_cp = (flat & 0xC0) != 0x80
-    for t in range(n):
-        lo, hi = int(offsets[t]), int(offsets[t + 1])
-        stop = hi
-        hit = np.flatnonzero(special[lo:hi])
-        if hit.size:
-            stop = lo + int(hit[0])
-            escaping[t] = flat[stop] == 0x5C
-        before[t] = int(starts_cp[lo:stop].sum())
-    return before, escaping
+    lo, hi = offsets[:-1], offsets[1:]
+    special = np.flatnonzero((flat == 0x22) | (flat == 0x5C))
+    at = np.searchsorted(special, lo)  # each token's first special byte, if inside it
+    first = special[np.minimum(at, max(special.size - 1, 0))] if special.size else hi
+    inside = (at < special.size) & (first < hi)
+    stop = np.where(inside, first, hi)
+    starts = np.concatenate([[0], np.cumsum((flat & 0xC0) != 0x80)])  # code points so far
+    escaping = inside & (flat[np.minimum(stop, max(flat.size - 1, 0))] == 0x5C)
+    return starts[stop] - starts[lo], escaping
 
 
 @lru_cache(maxsize=8)
