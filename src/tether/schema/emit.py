@@ -159,13 +159,12 @@ class Emitter:
                     raise
                 expr = self._string(uncounted)  # the matcher counts the code points
                 self.length_checked[length_key(s)] = (s.max_len, join(s.where, "maxLength"))
-                self._strings[key] = self.named("str", expr, s.where)
             except CompileError as e:
                 if not (may_be_empty and e.message.startswith(_NO_STRING)):
                     raise
                 self._strings[key] = None
-            else:
-                self._strings[key] = self.named("str", expr, s.where)
+                return None
+            self._strings[key] = self.named("str", expr, s.where)
         return self._strings[key]
 
     def _string(self, s: Str) -> Expr:

@@ -89,6 +89,10 @@ class Resolver:
         else:
             doc_key, keys = self._resources[uri]
             keys = keys + split(fragment, where)
+        return self._node_at(doc_key, keys, where)
+
+    def _node_at(self, doc_key: str, keys: list[str], where: str | None = None) -> Node:
+        """The node at ``keys`` in document ``doc_key`` (``where``: the reference)."""
         doc, draft = self._docs[doc_key]
         prefix = f"{doc_key}#" if doc_key else ""
         return self._walk(doc_key, doc, draft, keys, prefix + join("", *keys), where)
@@ -110,10 +114,7 @@ class Resolver:
         for uri in scope:
             found = self._dynamic.get(f"{uri}#{name}")
             if found is not None:
-                doc_key, keys = found
-                doc, draft = self._docs[doc_key]
-                prefix = f"{doc_key}#" if doc_key else ""
-                return self._walk(doc_key, doc, draft, keys, prefix + join("", *keys))
+                return self._node_at(*found)
         return target
 
     # -- loading -----------------------------------------------------------------------
