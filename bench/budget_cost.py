@@ -1,16 +1,25 @@
-"""What budget-aware masks cost: MaskBench walks with and without a budget.
+"""What budget-aware masks cost: MaskBench walks without and with a budget.
 
 For a seeded sample of MaskBench schemas (SmolLM2 tokenizer) each valid instance is
-walked token by token twice through a :class:`~tether.session.Session`, each time on a
-fresh compile (cold caches alike): without a budget (``Session.mask()`` and
-``Session.advance``: the MaskBench work per token, as a runtime does it) and with one
-(the same, and the check a decision makes on the token it takes: ``completes_after`` it
-in the tokens left). The budget is ``--budget`` (256,
-generate's default) or the instance's own length if longer; ``--budget 0`` makes it the
-instance's length (``--slack`` more) so that the budget bites over the last tokens of
-every instance (the worst case).
-Reports TBM mean/p50/p99 of both and their ratio, and *refusals*: tokens of a valid
-instance the budget mask took out although the instance fits the budget (must be 0).
+walked token by token through a :class:`~tether.session.Session` three times, each on a
+fresh compile (cold caches alike; what is shared per vocabulary, as a server would, is
+warmed up first by a walk on a compile of its own):
+
+- *plain*: no budget (``Session.mask()`` and ``Session.advance``: the MaskBench work per
+  token, as a runtime does it);
+- *mask path* (what the vLLM and transformers adapters do): with the budget,
+  ``Session.mask()`` (budget-aware) and ``Session.advance``;
+- *decision path* (what ``generate()``, the server and ``Session.decide`` do): with the
+  budget, the constraint's mask, the check on the token taken (``completes_after`` it in
+  the tokens left: a token that does not fit is refused and the decider asked again)
+  and ``Session.advance``.
+
+The budget is ``--budget`` (256, generate's default) or the instance's own length if
+longer; ``--budget 0`` makes it the instance's length (``--slack`` more) so that the
+budget bites over the last tokens of every instance (the worst case). Reports TBM
+mean/p50/p99 of each and the ratios of the means to plain, and *refusals*: tokens of a
+valid instance the budget took out (mask path) or refused (decision path) although the
+instance fits the budget (must be 0).
 
     taskset -c 1 .venv/bin/python bench/budget_cost.py [--sample 200 --seed 0]
                                                         [--budget 256] [--slack 0]
@@ -32,23 +41,26 @@ from tether.session import Session
 
 
 def walk(compiled: tether.Compiled, tokens: list[int], budget: int | None,
-         times: list[float]) -> int:
-    """Walk ``tokens`` through a session (with ``budget``, or none); append each step's
-    time; return the tokens the masks refused."""
+         path: str, times: list[float]) -> int:
+    """Walk ``tokens`` through a session (``path``: "plain", "mask" or "decision"; see
+    the module docstring); append each step's time; return the tokens the budget refused
+    (taken out of the mask, or refused by the check)."""
     matcher = compiled.matcher()
     session = Session(compiled.vocab, matcher, max_tokens=budget)
     refused = 0
     for token in tokens:
         started = time.perf_counter()
-        words = session.mask()
-        fits = bitmask.is_allowed(words, token)
-        legal = fits or bitmask.is_allowed(matcher.mask(), token)
+        if path == "decision":
+            words = matcher.mask()
+            fits = matcher.completes_after(token, session.tokens_left - 1)
+        else:
+            words = session.mask()
+            fits = bitmask.is_allowed(words, token)
+        legal = bitmask.is_allowed(words if path == "decision" else matcher.mask(), token)
         if legal:
-            if budget is not None:  # the check a decision makes on the token it takes
-                matcher.completes_after(token, session.tokens_left - 1)
             session.advance(token)
         times.append(time.perf_counter() - started)
-        if not fits:
+        if not (fits and legal):
             refused += 1
             if not legal:
                 break  # the instance itself is rejected: nothing to compare after it
@@ -63,41 +75,56 @@ def main() -> None:
     parser.add_argument("--slack", type=int, default=0)
     args = parser.parse_args()
     tok = load("smollm2")
-    plain: list[float] = []
-    budgeted: list[float] = []
-    refusals = instances = 0
+    times: dict[str, list[float]] = {"plain": [], "mask": [], "decision": []}
+    refusals = {"mask": 0, "decision": 0}
+    instances = n_schemas = 0
     for path in schema_files(args.sample, args.seed):
         data = json.loads(path.read_text())
         walks = [tok.encode(serialise(t["data"])) for t in data.get("tests", []) if t["valid"]]
         if not walks:
             continue
         try:
-            tether.compiler.clear_cache()
-            first = tether.compile(tether.JsonSchema(data["schema"]), tok.tether_vocab)
-            tether.compiler.clear_cache()
-            second = tether.compile(tether.JsonSchema(data["schema"]), tok.tether_vocab)
+            compiled = {}
+            for name in ("warm-up", *times):
+                tether.compiler.clear_cache()
+                compiled[name] = tether.compile(tether.JsonSchema(data["schema"]),
+                                                tok.tether_vocab)
         except tether.CompileError:
             continue
+        for tokens in walks:  # what is shared per vocabulary warms up, for each path alike
+            walk(compiled["warm-up"], tokens, None, "plain", [])
+        order = list(times)[n_schemas % 3:] + list(times)[:n_schemas % 3]
+        n_schemas += 1
         for tokens in walks:
-            if walk(first, tokens, None, plain):
+            budget = max(args.budget, len(tokens) + args.slack)
+            steps: dict[str, list[float]] = {name: [] for name in order}
+            refused: dict[str, int] = {}
+            for name in order:  # each path first as often
+                try:
+                    refused[name] = walk(compiled[name], tokens,
+                                         None if name == "plain" else budget, name, steps[name])
+                except tether.errors.BudgetTooSmall:
+                    refused[name] = 1
+            if refused["plain"]:
                 continue  # an instance the masks reject (a validation error): skip it
             instances += 1
-            try:
-                budget = max(args.budget, len(tokens) + args.slack)
-                refusals += walk(second, tokens, budget, budgeted)
-            except tether.errors.BudgetTooSmall:
-                refusals += 1
-    a, b = summary(plain), summary(budgeted)
-    ratio = b["mean_us"] / a["mean_us"]
-    print(f"{instances} valid instances, {a['n']} / {b['n']} masks")
-    print(f"TBM plain    mean {a['mean_us']:8.1f} us  p50 {a['median_us']:7.1f}  "
-          f"p99 {a['p99_us']:9.1f}")
-    print(f"TBM budgeted mean {b['mean_us']:8.1f} us  p50 {b['median_us']:7.1f}  "
-          f"p99 {b['p99_us']:9.1f}")
-    print(f"ratio of means x{ratio:.3f}; tokens of valid instances refused by the budget: "
-          f"{refusals}")
-    save("budget_cost", {"plain": a, "budgeted": b, "ratio": ratio, "refusals": refusals,
-                         "instances": instances, "budget": args.budget, "slack": args.slack})
+            for name in order:
+                times[name] += steps[name]
+                if name in refusals:
+                    refusals[name] += refused[name]
+    stats = {name: summary(samples) for name, samples in times.items()}
+    print(f"{instances} valid instances, {stats['plain']['n']} steps per path")
+    for name, label in (("plain", "plain        "), ("mask", "mask path    "),
+                        ("decision", "decision path")):
+        s = stats[name]
+        ratio = s["mean_us"] / stats["plain"]["mean_us"]
+        print(f"TBM {label} mean {s['mean_us']:8.1f} us  p50 {s['median_us']:7.1f}  "
+              f"p99 {s['p99_us']:9.1f}  x{ratio:.3f}"
+              + (f"  refused {refusals[name]}" if name in refusals else ""))
+    save("budget_cost", {"paths": stats, "refusals": refusals, "instances": instances,
+                         "budget": args.budget, "slack": args.slack,
+                         "ratios": {name: stats[name]["mean_us"] / stats["plain"]["mean_us"]
+                                    for name in refusals}})
 
 
 if __name__ == "__main__":

@@ -71,6 +71,7 @@ from tether.engine.regular import (
     STATE_OVERHEAD_BYTES,
     RegularCompiled,
 )
+from tether.engine.token_masks import mark_node, mark_tokens
 from tether.errors import LimitExceeded
 from tether.grammar.pda import BOTTOM, MAX_STACK_NODES, FrameParts, PushdownAutomaton
 from tether.vocab import Vocabulary
@@ -304,7 +305,7 @@ class PushdownCompiled(RegularCompiled):
         path = np.array(classes, dtype=np.int64)
         if walker.by_class_pays(nodes, path[:1]):
             nodes = walker.children_in_classes(nodes, path[:1])  # the first step
-            _mark_tokens(trie.tok_start, trie.tok_ids, nodes, words)
+            mark_tokens(trie.tok_start, trie.tok_ids, nodes, words)
             path = path[1:]
         path_ends = _follow(trie.node_class, trie.size, trie.tok_start, trie.tok_ids, nodes,
                             path, words) if path.size else nodes
@@ -591,7 +592,7 @@ def _follow(node_class, size, tok_start, tok_ids, nodes, classes, words
             if child >= end:
                 break
             node = child
-            _mark_node(tok_start, tok_ids, node, words)
+            mark_node(tok_start, tok_ids, node, words)
             if j == classes.size - 1:
                 ends[n_ends] = node
                 n_ends += 1
@@ -613,24 +614,9 @@ def _step(node_class, size, tok_start, tok_ids, node, row, words
             children[n] = child
             targets[n] = target
             n += 1
-            _mark_node(tok_start, tok_ids, child, words)
+            mark_node(tok_start, tok_ids, child, words)
         child += size[child]
     return children[:n], targets[:n]
-
-
-@njit(cache=True, nogil=True)
-def _mark_tokens(tok_start, tok_ids, nodes, words):  # pragma: no cover - compiled
-    """Set in ``words`` the tokens at ``nodes``."""
-    for k in range(nodes.size):
-        _mark_node(tok_start, tok_ids, nodes[k], words)
-
-
-@njit(cache=True, nogil=True)
-def _mark_node(tok_start, tok_ids, node, words):  # pragma: no cover - compiled
-    """Set in ``words`` the tokens at ``node``."""
-    for i in range(tok_start[node], tok_start[node + 1]):
-        t = tok_ids[i]
-        words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
 
 
 @njit(cache=True, nogil=True)
@@ -708,7 +694,6 @@ def _warm_up() -> None:
           one, 0, one, np.zeros(1, dtype=np.uint32))
     _follow(np.zeros(1, dtype=np.int32), np.ones(1, dtype=np.int64), np.zeros(2, dtype=np.int64),
             one, one, one, np.zeros(1, dtype=np.uint32))
-    _mark_tokens(np.zeros(2, dtype=np.int64), one, one, np.zeros(1, dtype=np.uint32))
 
 
 _warm_up()

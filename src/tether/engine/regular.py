@@ -13,10 +13,9 @@ import threading
 import time
 from collections import OrderedDict
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
-from numba import njit
 
 from tether.automata.dfa import DEAD, LazyDFA
 from tether.automata.shortest import INF, Spelling
@@ -36,7 +35,7 @@ BUDGET_SEARCH_STATES = 64
 BUDGET_SEARCH_SLACK = 1  # tokens beyond k a shortest completion may need to be searched
 BUDGET_SEARCH_TOKENS = 8  # searched only for the last tokens of a budget
 MAX_CACHED_BUDGET_ANSWERS = 100_000
-MAX_SUCCESSOR_BYTES = 4 << 20  # budget masks: the tokens of recent states by next state
+MAX_CACHED_SUCCESSORS = 4096  # budget masks: the states the tokens of recent states end in
 MAX_FORCED_TOKENS = 64
 PRECOMPUTE_STATES = 512
 SATURATION = 0.8  # share of the automaton's state bound past which compile() rebuilds
@@ -61,8 +60,8 @@ class RegularCompiled(Compiled):
         # States whose token path's next state is not credited yet: the path
         self._completion_rests: dict[int, tuple[int, ...]] = {}
         self._within: dict[tuple[int, int], bool] = {}  # see completes_within
-        self._successors_of: OrderedDict[int, Successors] = OrderedDict()  # LRU
-        self._successor_bytes = 0
+        self._successors_of: OrderedDict[int, list[int]] = OrderedDict()  # LRU
+        self._last_step = (DEAD, -1, DEAD)  # see token_step
         self._lock = threading.RLock()
         self.compile_seconds = compile_seconds
         self._mask_seconds = 0.0
@@ -126,7 +125,8 @@ class RegularCompiled(Compiled):
     @property
     def held_bytes(self) -> int:
         return (len(self._masks) * self._empty.nbytes + self.dfa.table.nbytes
-                + self.dfa.n_states * STATE_OVERHEAD_BYTES + self._successor_bytes)
+                + self.dfa.n_states * STATE_OVERHEAD_BYTES
+                + sum(32 + 8 * len(s) for s in self._successors_of.values()))
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -182,6 +182,17 @@ class RegularCompiled(Compiled):
                 self._finished[state] = finished
         return finished
 
+    def token_step(self, state: int, token_id: int) -> int:
+        """The state after reading token ``token_id`` from ``state`` (``DEAD``: not
+        allowed). The last answer is kept: a decision checks the token it then takes."""
+        last = self._last_step
+        if last[0] == state and last[1] == token_id:
+            return last[2]
+        with self._lock:
+            nxt = self.dfa.walk(state, self.vocab.token_bytes(token_id))
+        self._last_step = (state, token_id, nxt)
+        return nxt
+
     # -- budgets (docs/generation.md, "Budget") ------------------------------------------
     def completion_tokens(self, state: int) -> int:
         """A number of tokens that surely completes ``state``: the length of a token path
@@ -211,14 +222,13 @@ class RegularCompiled(Compiled):
     @cached_property
     def _spelling(self) -> Spelling:
         """How shortest completions spell byte classes: with bytes that are tokens."""
-        singles = frozenset(b for b in range(256) if self.vocab.segment(bytes([b])))
-        return Spelling(self.dfa.class_of_byte, self.dfa.n_classes, singles)
+        return Spelling(self.dfa.class_of_byte, self.dfa.n_classes,
+                        self.vocab.single_byte_tokens)
 
     @cached_property
     def _bytes_are_tokens(self) -> bool:
         """Whether every byte a shortest completion may spell is a token by itself."""
-        return all(self.vocab.segment(bytes([b]))
-                   for b in self.dfa.spelled_bytes(self._spelling))
+        return self.dfa.spelled_bytes(self._spelling) <= self.vocab.single_byte_tokens
 
     def _completion_path(self, state: int) -> list[int] | None:
         """Tokens that take ``state`` to acceptance (``None``: none found)."""
@@ -237,6 +247,8 @@ class RegularCompiled(Compiled):
         states the allowed tokens lead to, ``search.states`` of them expanded at most;
         else (or past that) "no": the budget never lets a run into a dead end. Answers
         the search found without running out are kept for every later question."""
+        if k < 0:
+            return False
         if self._bytes_are_tokens and self.dfa.completion_bytes(state) <= k:
             return True  # spelled a byte a token
         needed = self.completion_tokens(state)
@@ -258,8 +270,7 @@ class RegularCompiled(Compiled):
             search.cut = True
             return False
         search.states -= 1
-        distinct = self._successors(state).states
-        for nxt in sorted(set(distinct) - {DEAD}, key=self.completion_tokens):
+        for nxt in sorted(self._successors(state), key=self.completion_tokens):
             if self.completes_within(nxt, k - 1, search):
                 search.seen[key] = hit = True
                 break
@@ -271,48 +282,38 @@ class RegularCompiled(Compiled):
 
     def budget_mask(self, state: int, k: int) -> np.ndarray:
         """The tokens of ``state``'s mask after which the text can be completed within
-        ``k`` more tokens (end of generation kept: it completes)."""
-        after = self._successors(state)
-        fits = np.array([nxt != DEAD and self.completes_within(nxt, k)
-                         for nxt in after.states], dtype=bool)
-        keep = fits[after.which] if fits.size else np.zeros(0, dtype=bool)
-        return bitmask.from_ids(after.ids[keep], self.vocab.size) | \
-            (self.state_mask(state) & self._eos_words)
+        ``k`` more tokens (end of generation kept: it completes). One walk of the class
+        trie finds the states the allowed tokens end in; when one of them does not fit,
+        a second walk finds the tokens that end in such a state, taken out."""
+        plain = self.state_mask(state)
+        unfit = [nxt for nxt in self._successors(state)
+                 if not self.completes_within(nxt, k)]
+        if not unfit:
+            return plain
+        with self._lock:
+            flags = np.zeros(self.dfa.table.shape[0], dtype=np.bool_)
+            flags[unfit] = True
 
-    def _successors(self, state: int) -> Successors:
-        """The tokens of ``state``'s mask grouped by the state each leads to (kept for
-        the last few states asked: a budget asks again at every token of a string)."""
+            def flagged() -> np.ndarray:  # (covering every state, should the walk add any)
+                extra = self.dfa.table.shape[0] - flags.size
+                return np.concatenate([flags, np.zeros(extra, np.bool_)]) if extra else flags
+
+            taken = self._walker.tokens_entering(state, flagged)
+        return plain & ~taken
+
+    def _successors(self, state: int) -> list[int]:
+        """The states the tokens of ``state``'s mask end in (end of generation left out;
+        kept for the last states asked: a budget asks again at every token of a string)."""
         with self._lock:
             hit = self._successors_of.get(state)
             if hit is not None:
                 self._successors_of.move_to_end(state)
                 return hit
-            ids, ends = self._ends_of(state, self.state_mask(state))
-            which = np.empty(ends.size, dtype=np.int64)
-            distinct = _distinct(ends, which)
-            hit = Successors(ids.astype(np.int32), which.astype(np.int32), distinct.tolist())
-            self._successors_of[state] = hit
-            self._successor_bytes += hit.nbytes
-            while self._successor_bytes > MAX_SUCCESSOR_BYTES and len(self._successors_of) > 1:
-                self._successor_bytes -= self._successors_of.popitem(last=False)[1].nbytes
+            _, reached = self._walker.mask_and_successors(state)
+            hit = self._successors_of[state] = [s for s in reached.tolist() if s != DEAD]
+            if len(self._successors_of) > MAX_CACHED_SUCCESSORS:
+                self._successors_of.popitem(last=False)
         return hit
-
-    def _ends_of(self, state: int, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The tokens of ``words`` (end of generation left out) and the state after each
-        (a numba walk over the automaton's table; rows not built yet are walked here)."""
-        ids = bitmask.to_ids(words & ~self._eos_words, self.vocab.size).astype(np.int64)
-        flat, offsets = self.vocab.flat_tokens
-        ends = np.full(ids.size, state, dtype=np.int32)  # where each walk is
-        at = offsets[ids]  # and the byte it reads next
-        todo = np.arange(ids.size)
-        with self._lock:
-            self.dfa.ensure_rows([state])
-            while todo.size:  # each round builds the rows the walks stopped at
-                _token_ends(self.dfa.table, self.dfa.class_of_byte, flat, offsets, ids, todo,
-                            ends, at)
-                todo = todo[at[todo] >= 0]
-                self.dfa.ensure_rows(np.unique(ends[todo]).tolist())
-        return ids, ends
 
     def _forced_bytes(self, state: int) -> bytes:
         out = bytearray()
@@ -339,19 +340,6 @@ class RegularCompiled(Compiled):
         return tuple(tokens)
 
 
-class Successors(NamedTuple):
-    """A state's allowed tokens (end of generation left out), grouped by the state each
-    leads to: ``states[which[i]]`` follows token ``ids[i]``."""
-
-    ids: np.ndarray  # int32
-    which: np.ndarray  # int32
-    states: list[int]
-
-    @property
-    def nbytes(self) -> int:
-        return self.ids.nbytes + self.which.nbytes + 32 * len(self.states)
-
-
 class BudgetSearch:
     """The work left to one budget question (or one budget mask), and what it found."""
 
@@ -359,52 +347,6 @@ class BudgetSearch:
         self.states = states
         self.cut = False  # an expansion was refused: a "no" may be wrong
         self.seen: dict[tuple[int, int], bool] = {}
-
-
-@njit(cache=True, nogil=True)
-def _token_ends(table, class_of_byte, flat, offsets, ids, todo, ends, at
-                ):  # pragma: no cover - compiled
-    """Walk on each token ``ids[i]`` of ``todo`` from state ``ends[i]`` at byte ``at[i]``
-    of ``flat``: to its end (``ends[i]`` its last state, DEAD (0) once rejected; ``at[i]``
-    -1), or to a row not built yet (``ends[i]`` the state whose row is missing, ``at[i]``
-    the byte to read from it)."""
-    for i in todo:
-        s = ends[i]
-        j = at[i]
-        stop = offsets[ids[i] + 1]
-        while j < stop:
-            nxt = table[s, class_of_byte[flat[j]]]
-            if nxt < 0:
-                break
-            s = nxt
-            j += 1
-            if s == 0:
-                break
-        ends[i] = s
-        at[i] = j if j < stop and s != 0 else -1
-
-
-@njit(cache=True, nogil=True)
-def _distinct(values, which):  # pragma: no cover - compiled
-    """The distinct ``values`` in order of first appearance; ``which[i]`` gets the index of
-    ``values[i]`` among them (an open-addressing table: no sort)."""
-    size = 16
-    while size < 2 * values.size:
-        size *= 2
-    slots = np.full(size, -1, dtype=np.int64)  # index into out, or -1
-    out = np.empty(values.size, dtype=values.dtype)
-    n = 0
-    for i in range(values.size):
-        v = values[i]
-        h = (np.int64(v) * np.int64(0x9E3779B1)) & (size - 1)
-        while slots[h] >= 0 and out[slots[h]] != v:
-            h = (h + 1) & (size - 1)
-        if slots[h] < 0:
-            slots[h] = n
-            out[n] = v
-            n += 1
-        which[i] = slots[h]
-    return out[:n]
 
 
 class RegularMatcher(StateStackMatcher):
@@ -436,8 +378,7 @@ class RegularMatcher(StateStackMatcher):
     def completes_after(self, token_id: int, k: int) -> bool:
         if self.vocab.is_eos(token_id):
             return True
-        with self.compiled._lock:
-            nxt = self.compiled.dfa.walk(self._states[-1], self.vocab.token_bytes(token_id))
+        nxt = self.compiled.token_step(self._states[-1], token_id)
         return nxt != DEAD and self.compiled.completes_within(nxt, k)
 
     def budget_mask(self, k: int) -> np.ndarray:
@@ -452,6 +393,5 @@ class RegularMatcher(StateStackMatcher):
         return RegularMatcher(self.compiled)
 
     def _next_state(self, state: object, token_id: int, data: bytes) -> object:
-        with self.compiled._lock:
-            nxt = self.compiled.dfa.walk(state, data)
+        nxt = self.compiled.token_step(state, token_id)  # type: ignore[arg-type]
         return REJECT if nxt == DEAD else nxt

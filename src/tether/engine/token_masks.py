@@ -68,6 +68,15 @@ class TrieWalker:
         words, _, events = self._run(self._root_start(state), flagged=flagged)
         return words, events
 
+    def tokens_entering(self, state: int, flagged: Callable[[], np.ndarray]) -> np.ndarray:
+        """Bitmask words of the tokens that, read from ``state``, end in a flagged state
+        (``flagged`` as in :meth:`mask_and_events`): the tokens at the trie nodes
+        entered in one (every token of a class-trie node ends in the same state)."""
+        events = self.mask_and_events(state, flagged)[1]
+        words = np.zeros(bitmask.n_words(self.vocab.size), dtype=np.uint32)
+        mark_tokens(self.trie.tok_start, self.trie.tok_ids, events, words)
+        return words
+
     def subtrees_mask(self, nodes: np.ndarray, state: int) -> np.ndarray:
         """The tokens that continue below trie ``nodes`` (the nodes' own tokens
         excluded), the bytes below each node being read from ``state``."""
@@ -385,6 +394,7 @@ def _warm_up() -> None:
     _merge_paths(np.array([-1], dtype=np.int64), np.zeros(1, dtype=np.int32),
                  np.array([0, 1, 1], dtype=np.int64), 1)
     _group_tokens(empty, empty, 1)
+    mark_tokens(np.zeros(2, dtype=np.int64), empty, empty, np.zeros(1, dtype=np.uint32))
     _preorder(np.array([-1], dtype=np.int64))
 
 
@@ -471,6 +481,21 @@ def _children_in_classes(nodes, node_parent, class_nodes, class_start, classes, 
     for k in range(nodes.size):
         member[nodes[k]] = False
     return out
+
+
+@njit(cache=True, nogil=True)
+def mark_tokens(tok_start, tok_ids, nodes, words):  # pragma: no cover - compiled
+    """Set in ``words`` the tokens at ``nodes``."""
+    for k in range(nodes.size):
+        mark_node(tok_start, tok_ids, nodes[k], words)
+
+
+@njit(cache=True, nogil=True)
+def mark_node(tok_start, tok_ids, node, words):  # pragma: no cover - compiled
+    """Set in ``words`` the tokens at ``node``."""
+    for i in range(tok_start[node], tok_start[node + 1]):
+        t = tok_ids[i]
+        words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
 
 
 @njit(cache=True, nogil=True)

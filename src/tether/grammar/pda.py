@@ -635,17 +635,22 @@ class PushdownAutomaton(LazyAutomaton):
         def length(rule: int) -> int:  # a Python int: sums of INF must not overflow
             return int(dist[self._rule_start[rule]])
 
-        left = [k for k in range(len(g.members)) if not written >> k & 1]
-        must = [k for k in left if g.required >> k & 1]
-        total = sum(length(g.members[k]) for k in must)
-        more = max(0, g.lo - count - len(must))
+        total = n_must = 0
+        must = g.required & ~written  # (bit by bit: groups have many members, few required)
+        while must:
+            low = must & -must
+            total += length(g.members[low.bit_length() - 1])
+            n_must += 1
+            must ^= low
+        more = max(0, g.lo - count - n_must)
         if more:
-            pool = sorted(length(g.members[k]) for k in left if not g.required >> k & 1)
+            pool = sorted(length(g.members[k]) for k in range(len(g.members))
+                          if not (written | g.required) >> k & 1)
             if g.extra >= 0:
                 pool += [length(g.extra)] * more
                 pool.sort()
             total += sum(pool[:more]) if len(pool) >= more else INF
-        written_now = len(must) + more
+        written_now = n_must + more
         commas = written_now if count > 0 else max(written_now - 1, 0)
         return total + commas * length(g.comma)
 

@@ -135,6 +135,11 @@ class Vocabulary:
         return flat, offsets
 
     @cached_property
+    def single_byte_tokens(self) -> frozenset[int]:
+        """The bytes that are a token by themselves."""
+        return frozenset(t[0] for t in self._ids_by_bytes if len(t) == 1)
+
+    @cached_property
     def max_token_bytes(self) -> int:
         """The length in bytes of the longest non-special token."""
         return max(map(len, self._ids_by_bytes), default=1)
