@@ -22,10 +22,10 @@ import pytest
 import tether
 from tether.automata.dfa import DEAD
 from tether.automata.regex_ast import literal
+from tether.compiler import to_automaton
+from tether.engine.pda import PushdownAutomaton
 from tether.errors import CompileError
 from tether.grammar.ir import AnyOrder, Grammar, Ref
-from tether.grammar.lower import to_automaton
-from tether.grammar.pda import PushdownAutomaton
 from tether.schema import compile_schema
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

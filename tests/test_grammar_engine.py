@@ -1,4 +1,4 @@
-"""The pushdown engine (tether.grammar.pda) on grammars built directly in the IR.
+"""The pushdown engine (tether.engine.pda) on grammars built directly in the IR.
 
 Languages are checked against independent recognisers written here (a bracket stack,
 ``json``), masks against a brute-force oracle over a small vocabulary of every short
@@ -19,13 +19,13 @@ import tether
 from tether.automata.dfa import DEAD
 from tether.automata.regex_ast import EMPTY, Alternate, Concat, Repeat, literal
 from tether.automata.regex_parser import parse_regex
+from tether.compiler import to_automaton
 from tether.engine import bitmask
+from tether.engine.pda import MAX_STACK_DEPTH, PushdownAutomaton
 from tether.engine.pushdown import PushdownCompiled
 from tether.engine.regular import RegularCompiled
 from tether.errors import CompileError, LimitExceeded
 from tether.grammar.ir import Grammar, Ref
-from tether.grammar.lower import to_automaton
-from tether.grammar.pda import MAX_STACK_DEPTH, PushdownAutomaton
 
 # s: "(" s ")" s | "[" s "]" s | "x" s | ""   — two kinds of brackets, balanced
 DYCK = Grammar({"s": Alternate((

@@ -60,7 +60,7 @@ def test_example_language_matches_lark(name: str, syntax: str) -> None:
 def dfa_accepts(grammar: Grammar, text: str) -> bool:
     """Run a non-recursive grammar's automaton (the engine's lazy DFA) on ``text``."""
     from tether.automata.dfa import DEAD
-    from tether.grammar.lower import to_automaton
+    from tether.compiler import to_automaton
 
     automaton = to_automaton(grammar)
     state = automaton.start

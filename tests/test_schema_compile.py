@@ -16,8 +16,8 @@ import pytest
 
 import tether
 from tether.automata.dfa import DEAD
+from tether.compiler import to_automaton
 from tether.errors import CompileError
-from tether.grammar.lower import to_automaton
 from tether.schema import compile_schema
 
 
@@ -376,7 +376,7 @@ def test_frames_of_key_states_derived_from_the_free_key_state(smollm2_vocab, smo
     """An object's extra keys (any string but its properties' names) are masked from the
     state after a character no name starts with, less the names' ends: every mask along
     every instance equals the mask walked directly."""
-    from tether.grammar.pda import PushdownAutomaton
+    from tether.engine.pda import PushdownAutomaton
 
     validator = jsonschema.Draft202012Validator
     walks = [(tether.JsonSchema(schema), text, tokens)
@@ -437,7 +437,7 @@ def test_chained_and_composed_frames_equal_walked_frames(smollm2_vocab, smollm2_
     directly."""
     from pathlib import Path
 
-    from tether.grammar.pda import PushdownAutomaton
+    from tether.engine.pda import PushdownAutomaton
 
     sql = (Path(__file__).parent / "grammars/sql_select.lark").read_text()
     cases = [(tether.JsonSchema(schema), json.dumps(instance, ensure_ascii=ascii_only))

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import tether
 from tether.automata.dfa import DEAD
+from tether.compiler import to_automaton
 from tether.errors import CompileError
-from tether.grammar.lower import to_automaton
 from tether.schema import compile_schema
 
 KEYS = ("a", "b", "c", "d")

@@ -19,13 +19,13 @@ from tether.automata.regex_parser import parse_regex
 from tether.constraints import Choices, Constraint, Grammar, JsonSchema, Regex
 from tether.engine.compiled import Compiled
 from tether.engine.json_checks import JsonChecksCompiled
+from tether.engine.pda import PushdownAutomaton
 from tether.engine.pushdown import PushdownCompiled
 from tether.engine.regular import RegularCompiled
-from tether.errors import CompileError, TetherError
+from tether.errors import CompileError, LimitExceeded, TetherError
 from tether.gc_pause import paused_gc
 from tether.grammar.ir import Grammar as GrammarIR
-from tether.grammar.lower import to_automaton
-from tether.grammar.pda import PushdownAutomaton
+from tether.grammar.lower import check_grammar, inline, recursive_rules
 from tether.vocab import Vocabulary
 
 MAX_CACHED_CONSTRAINTS = 64
@@ -144,6 +144,29 @@ def _grammar_text_of(constraint: Grammar) -> GrammarIR:
     grammar = parse_lark(constraint.text, start=constraint.start, ignore_rule=ignored)
     return resolve_layout(grammar, ignored=ignored, unit=constraint.indent,
                           bracket_space=BRACKET_SPACE, max_depth=constraint.max_depth)
+
+
+def to_automaton(grammar: GrammarIR, *, pushdown: bool = False
+                 ) -> LazyDFA | PushdownAutomaton:
+    """The lazy automaton that runs ``grammar``: a grammar whose rules never refer back
+    to themselves is a regular language, inlined into one regular expression and run by
+    the lazy DFA (the fastest engine); a recursive one, or one with an any-order group
+    (which the pushdown engine builds lazily: as a regular expression it would spell out
+    every order), runs on the pushdown automaton. ``pushdown=True``
+    keeps the rules as calls even when the grammar is not recursive: each rule is then
+    built once however many times it is used, and masks are composed per rule (see
+    :mod:`tether.engine.pushdown`) — the better choice for large structured grammars
+    such as JSON Schemas, whose inlined automaton can be huge; such an automaton uses one
+    class per byte, so no class trie is built for it. Rules matched longest need the
+    pushdown engine too (an inlined rule has no end to restrict)."""
+    grammar = check_grammar(grammar)
+    if not pushdown and not grammar.longest and not recursive_rules(grammar):
+        try:
+            return LazyDFA(build_nfa(inline(grammar), source=grammar.source),
+                           source=grammar.source)
+        except LimitExceeded:
+            pass  # too large once inlined: the pushdown engine builds each rule once
+    return PushdownAutomaton(grammar, byte_classes=not pushdown)
 
 
 def _compile_uncached(constraint: Constraint, vocab: Vocabulary) -> Compiled:

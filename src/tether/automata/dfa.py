@@ -3,7 +3,7 @@ of a trimmed NFA (subset construction on demand), with a bound on states.
 
 :class:`LazyAutomaton` interns keys (what a state stands for) as integers and keeps the
 transition table; :class:`LazyDFA` is the subset construction; the pushdown engine of
-:mod:`tether.grammar.pda` is the other subclass.
+:mod:`tether.engine.pda` is the other subclass.
 
 Bytes are grouped into equivalence classes (bytes no NFA edge tells apart), so a row of
 the transition table has one entry per class. State ``DEAD`` (0) is the empty set; state

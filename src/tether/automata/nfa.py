@@ -47,7 +47,7 @@ class Nfa:
 
 def build_nfa(node: Node, *, max_states: int = MAX_NFA_STATES, source: str | None = None) -> Nfa:
     """Thompson construction of ``node`` over UTF-8 bytes, then trimming."""
-    builder = _Builder(max_states, source)
+    builder = NfaBuilder(max_states, source)
     start, end = builder.build(node)
     nfa = Nfa(builder.edges, builder.eps, start, end)
     if not _trim(nfa):
@@ -56,7 +56,7 @@ def build_nfa(node: Node, *, max_states: int = MAX_NFA_STATES, source: str | Non
 
 
 class MoveLists(list):
-    """The per-state move lists a :class:`_Builder` fills. Marks a graph built fragment by
+    """The per-state move lists a :class:`NfaBuilder` fills. Marks a graph built fragment by
     fragment (Thompson's construction, embedded automata trimmed first): in it a state
     that cannot reach an end can reach a state with no move at all, so when no state
     but the ends is such a dead end, every state is alive and :func:`trim_moves` has
@@ -65,7 +65,11 @@ class MoveLists(list):
     __slots__ = ()
 
 
-class _Builder:
+class NfaBuilder:
+    """Builds one byte NFA fragment by fragment (Thompson's construction) within a
+    bound on its states: :func:`build_nfa` for a regex's tree; the pushdown engine
+    extends it with call edges for a grammar's rules (:mod:`tether.engine.pda`)."""
+
     def __init__(self, max_states: int, source: str | None) -> None:
         self.edges: list[list[tuple[int, int, int]]] = MoveLists()
         self.eps: list[list[int]] = []

@@ -43,7 +43,10 @@ _CLASS_NAMES = {"d": "digit", "w": "word", "s": "space"}
 
 
 @dataclass
-class _Flags:
+class RegexFlags:
+    """The flags in force at a point of a pattern (inline groups like ``(?s)`` change
+    them for their extent)."""
+
     dotall: bool = False
     ascii: bool = False
 
@@ -54,13 +57,17 @@ def parse_regex(pattern: str, *, dotall: bool = False, unicode: bool = False) ->
     ``\\d \\w \\s`` are ASCII (``[0-9]``, ``[A-Za-z0-9_]``, ASCII blanks) unless
     ``unicode`` is set or the pattern says ``(?u)``: what users of JSON Schema and other
     constrained-decoding tools mean by them (Python's ``re`` default is Unicode)."""
-    parser = _Parser(pattern, _Flags(dotall=dotall, ascii=not unicode))
+    parser = RegexParser(pattern, RegexFlags(dotall=dotall, ascii=not unicode))
     node = parser.parse()
     return _resolve_anchors(node, at_start=True, at_end=True, pattern=pattern)
 
 
-class _Parser:
-    def __init__(self, pattern: str, flags: _Flags) -> None:
+class RegexParser:
+    """A recursive-descent parser of one pattern into a syntax tree (:func:`parse_regex`
+    is its entry point). Dialects subclass it and override how an escape or an atom
+    reads: JSON Schema's ECMA-262 patterns do (:mod:`tether.schema.strings`)."""
+
+    def __init__(self, pattern: str, flags: RegexFlags) -> None:
         self.p = pattern
         self.i = 0
         self.flags = flags
@@ -96,7 +103,7 @@ class _Parser:
             self.apply_flags(self.p[self.i + 2:j], self.flags, self.i)
             self.i = j + 1
 
-    def apply_flags(self, letters: str, flags: _Flags, at: int) -> None:
+    def apply_flags(self, letters: str, flags: RegexFlags, at: int) -> None:
         for k, ch in enumerate(letters):
             if ch == "s":
                 flags.dotall = True
@@ -227,7 +234,7 @@ class _Parser:
             raise LimitExceeded(f"groups nest deeper than {MAX_GROUP_DEPTH}",
                                 location=open_at + 1, source=self.p)
         self.i += 1
-        saved = _Flags(self.flags.dotall, self.flags.ascii)
+        saved = RegexFlags(self.flags.dotall, self.flags.ascii)
         if self.peek() == "?" and self.parse_group_prefix(open_at):
             return EMPTY  # a comment group, already read
         self.depth += 1

@@ -1,6 +1,6 @@
 """Token masks of a pushdown automaton, composed from per-frame pieces.
 
-A configuration of :class:`~tether.grammar.pda.PushdownAutomaton` is a set of stacks, and
+A configuration of :class:`~tether.engine.pda.PushdownAutomaton` is a set of stacks, and
 reading a token from a set of stacks reads it from each stack separately, so a
 configuration's mask is the union of its stacks' masks. For one stack — a top frame
 ``S`` over a parent node ``P`` — a token either stays inside ``S`` (calls from ``S`` may
@@ -27,7 +27,7 @@ a few cached lookups and small walks.
 A frame of a rule that calls no other rule (a JSON string, a number, an enum) reads the
 same in every grammar that has the same rule, so its walk is also shared across compiled
 constraints of one vocabulary, keyed by a digest of the rule's automaton
-(:meth:`~tether.grammar.pda.PushdownAutomaton.leaf_frame_key`; bounded, LRU): the
+(:meth:`~tether.engine.pda.PushdownAutomaton.leaf_frame_key`; bounded, LRU): the
 schemas a server compiles share their plain strings and numbers. And the frame of an
 automaton state that reads like another state of its rule but for a few strings
 (:class:`~tether.automata.regex_ast.Exceptions`: an object's extra keys while they spell
@@ -65,6 +65,7 @@ from numba import njit
 
 from tether.automata.shortest import INF
 from tether.engine import bitmask
+from tether.engine.pda import BOTTOM, MAX_STACK_NODES, FrameParts, PushdownAutomaton
 from tether.engine.regular import (
     PRECOMPUTE_STATES,
     SATURATION,
@@ -73,7 +74,6 @@ from tether.engine.regular import (
 )
 from tether.engine.token_masks import mark_node, mark_tokens
 from tether.errors import LimitExceeded
-from tether.grammar.pda import BOTTOM, MAX_STACK_NODES, FrameParts, PushdownAutomaton
 from tether.vocab import Vocabulary
 
 MAX_CACHED_FRAMES = 8192
@@ -233,7 +233,7 @@ class PushdownCompiled(RegularCompiled):
                     ) -> None:
         """Add to ``words`` the tokens that continue below trie nodes with the rest read
         from stack ``node``: frame by frame down the stack (module docstring). ``nodes``
-        maps a guard (see :meth:`~tether.grammar.pda.PushdownAutomaton.rule_guard`) to the
+        maps a guard (see :meth:`~tether.engine.pda.PushdownAutomaton.rule_guard`) to the
         nodes below which the next frame reads with that guard."""
         pda = self.pda
         while nodes and node != BOTTOM:
@@ -321,7 +321,7 @@ class PushdownCompiled(RegularCompiled):
 
     def _frame_of_parts(self, item: int, parts: FrameParts) -> Frame | None:
         """The frame of an item set of a rule that calls rules (see
-        :meth:`~tether.grammar.pda.PushdownAutomaton.frame_parts`), composed (see
+        :meth:`~tether.engine.pda.PushdownAutomaton.frame_parts`), composed (see
         :meth:`_compose_parts`). None if that comes back to a frame being composed (a
         cycle of calls that read nothing): then it is walked."""
         self._composing.add(item)
@@ -341,7 +341,7 @@ class PushdownCompiled(RegularCompiled):
         themselves: an end before reading is its caller's to see, from the frame's
         flags). Its own moves: from the root, one step down the trie and what the item
         sets it moves to read below (:meth:`_read_moves`); below nodes, what its item
-        set of moves (:meth:`~tether.grammar.pda.PushdownAutomaton.moves_alone`) reads
+        set of moves (:meth:`~tether.engine.pda.PushdownAutomaton.moves_alone`) reads
         there (one walk: stepping down level by level below many nodes made many small
         pieces, measured slower). Each call: the callee's frame, below the nodes where
         the callee ends what the continuation reads, and the continuation's frame from

@@ -7,7 +7,7 @@ intersection or difference of regular languages), references to rules (:class:`R
 :class:`AnyOrder` groups (members in any order, each at most once: JSON object bodies).
 Regexes, GBNF, Lark and JSON Schema all build this; the engine decides how to run it:
 a grammar with no recursion is inlined into one regular expression (the lazy DFA of
-:mod:`tether.automata`), any other runs on the pushdown engine of :mod:`tether.grammar.pda`.
+:mod:`tether.automata`), any other runs on the pushdown engine of :mod:`tether.engine.pda`.
 
 Invariants a front end guarantees (and :func:`check_grammar` verifies):
 - every :class:`Ref` names a rule of the grammar, and ``start`` is a rule;
@@ -43,7 +43,7 @@ class AnyOrder:
     No member nor ``extra`` may derive the empty string. A regular expression of this
     language has to spell out every order, so the pushdown engine builds it lazily
     instead: one rule per reached state (the members written so far and how many in all,
-    counted up to the bounds), never the 2^n subsets (:mod:`tether.grammar.pda`).
+    counted up to the bounds), never the 2^n subsets (:mod:`tether.engine.pda`).
     """
 
     members: tuple[Expr, ...]
@@ -69,7 +69,7 @@ class Grammar:
     ``where[name]`` says where a rule is defined (for error messages); ``source`` is the
     text the grammar came from, if any. A rule named in ``longest`` is matched longest, as
     a lexer matches a token: it never ends right before a byte it could go on with (an
-    identifier does not end inside a longer one), see :mod:`tether.grammar.pda`.
+    identifier does not end inside a longer one), see :mod:`tether.engine.pda`.
     """
 
     rules: dict[str, Expr]

@@ -1,13 +1,8 @@
-"""Choose and build the automaton that runs a :class:`~tether.grammar.ir.Grammar`.
-
-A grammar whose rules never refer back to themselves is a regular language: its rules
-are inlined into one regular expression and run by the lazy DFA of
-:mod:`tether.automata.dfa` (the fastest engine). A recursive grammar runs on the
-pushdown automaton of :mod:`tether.grammar.pda`, and so does one with an
-:class:`~tether.grammar.ir.AnyOrder` group (which the pushdown engine builds lazily: as a
-regular expression it would spell out every order). Both present the same lazy-automaton
-interface (integer states, a transition table over byte classes, ``accepting``), so the
-token masks, caches and matchers of :mod:`tether.engine.regular` serve both.
+"""What a :class:`~tether.grammar.ir.Grammar` needs before an engine runs it: its
+invariants checked (:func:`check_grammar`), whether it is recursive
+(:func:`recursive_rules`), and, for one that is not, its rules inlined into one regular
+expression (:func:`inline`). Which engine runs it is chosen in one place,
+:func:`tether.compiler.to_automaton`.
 """
 
 from __future__ import annotations
@@ -16,8 +11,6 @@ import sys
 import warnings
 from dataclasses import replace
 
-from tether.automata.dfa import LazyDFA
-from tether.automata.nfa import build_nfa
 from tether.automata.regex_ast import Alternate, CharSet, Concat, Node, Repeat
 from tether.errors import CompileError, LimitExceeded
 from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref, nodes_in, refs_in
@@ -70,7 +63,7 @@ def _lift_groups(grammar: Grammar, owners: list[str]) -> Grammar:
     that is not a reference made a rule of its own (named after the rule it is in)."""
     if not owners:
         return grammar
-    from tether.grammar.pda import BUILD_RECURSION_LIMIT
+    from tether.engine.pda import BUILD_RECURSION_LIMIT
     rules = dict(grammar.rules)
     where = dict(grammar.where)
     changed = False
@@ -163,27 +156,6 @@ def recursive_rules(grammar: Grammar) -> set[str]:
                 if len(component) > 1 or node in graph[node]:
                     out.update(component)
     return out
-
-
-def to_automaton(grammar: Grammar, *, pushdown: bool = False
-                 ):  # -> LazyDFA | PushdownAutomaton
-    """The lazy automaton of ``grammar`` (see the module docstring). ``pushdown=True``
-    keeps the rules as calls even when the grammar is not recursive: each rule is then
-    built once however many times it is used, and masks are composed per rule (see
-    :mod:`tether.engine.pushdown`) — the better choice for large structured grammars
-    such as JSON Schemas, whose inlined automaton can be huge; such an automaton uses one
-    class per byte, so no class trie is built for it. Rules matched longest need the
-    pushdown engine too (an inlined rule has no end to restrict)."""
-    grammar = check_grammar(grammar)
-    if not pushdown and not grammar.longest and not recursive_rules(grammar):
-        try:
-            return LazyDFA(build_nfa(inline(grammar), source=grammar.source),
-                           source=grammar.source)
-        except LimitExceeded:
-            pass  # too large once inlined: the pushdown engine builds each rule once
-    from tether.grammar.pda import PushdownAutomaton
-
-    return PushdownAutomaton(grammar, byte_classes=not pushdown)
 
 
 def inline(grammar: Grammar) -> Node:

@@ -60,7 +60,7 @@ from tether.automata.regex_ast import (
     literal,
     normalize,
 )
-from tether.automata.regex_parser import _Flags, _Parser
+from tether.automata.regex_parser import RegexFlags, RegexParser
 from tether.errors import CompileError, LimitExceeded
 from tether.schema.formats import format_expr
 
@@ -215,7 +215,7 @@ def _pattern_dfa(pattern: str, location: str) -> Dfa:
     """The DFA of the decoded strings in which ``pattern`` finds a match (parsed
     already by :func:`pattern_language`), shared."""
     return _DECODED.get(("pattern", pattern), lambda: _frozen(_search_with_markers(
-        _EcmaParser(pattern, _Flags()).parse(), location)))
+        _EcmaParser(pattern, RegexFlags()).parse(), location)))
 
 
 def _frozen(dfa: Dfa) -> Dfa:
@@ -255,7 +255,7 @@ def _words_dfa(words: Sequence[str]) -> Dfa:
 
 
 # -- patterns ------------------------------------------------------------------------------
-class _EcmaParser(_Parser):
+class _EcmaParser(RegexParser):
     """The regex parser with ECMA-262's meaning of ``.``, ``\\d``, ``\\w`` and ``\\s``."""
 
     def class_escape(self, ch: str) -> tuple[tuple[int, int], ...]:
@@ -275,7 +275,7 @@ def pattern_language(pattern: str, location: str = "") -> Node:
     anchors sit inside the pattern). Unsupported syntax: :class:`CompileError` at
     ``location``, naming the column."""
     try:
-        tree = _EcmaParser(pattern, _Flags()).parse()
+        tree = _EcmaParser(pattern, RegexFlags()).parse()
     except CompileError as e:
         raise CompileError(f"{e.message} (column {e.location} of pattern {pattern!r})",
                            location=location, source=pattern) from None

@@ -63,7 +63,7 @@ import numpy as np
 
 from tether.automata.dfa import DEAD, LazyAutomaton, epsilon_closure, segments
 from tether.automata.dfa import byte_classes as partition_bytes
-from tether.automata.nfa import _Builder, trim_moves
+from tether.automata.nfa import NfaBuilder, trim_moves
 from tether.automata.regex_ast import Alternate, Automaton, Concat, Repeat
 from tether.automata.shortest import INF, Spelling, Witnesses, distances_to_end
 from tether.errors import CompileError, LimitExceeded
@@ -1042,7 +1042,7 @@ class _Group:
     owner: str
 
 
-class _RuleBuilder(_Builder):
+class _RuleBuilder(NfaBuilder):
     """The NFA builder with two more node kinds: a :class:`Ref` becomes a call edge, and
     so does an :class:`AnyOrder` group (a call of its first state's rule)."""
 
