@@ -68,6 +68,17 @@ CASES = [
      {"allOf": [{"type": "array", "items": {"type": "integer"}},
                 {"type": "array", "items": {"minimum": 0}, "maxItems": 3}]},
      [[1, 2], [1, -2], [1.5], [1, 2, 3, 4], []]),
+    ("not an array const (nested values, equal numbers spelled apart)",
+     {"not": {"const": [1, "a", {"x": [2]}]}},
+     [[1, "a", {"x": [2]}], [1.0, "a", {"x": [2.0]}], [1, "a", {"x": [3]}], [1, "a"],
+      [1, "a", {"x": [2]}, 4], [1, "a", {"x": [2], "y": 1}], [], 5]),
+    ("not an object enum (keys in any order, extra keys, missing keys)",
+     {"not": {"enum": [{"a": 1, "b": [True]}, {"c": None}]}},
+     [{"a": 1, "b": [True]}, {"b": [True], "a": 1.0}, {"c": None}, {"c": 0}, {"a": 1},
+      {"a": 1, "b": [True], "c": None}, {}, [1], "x"]),
+    ("oneOf an object const or objects with its key",
+     {"oneOf": [{"const": {"k": "v"}}, {"type": "object", "required": ["k"]}]},
+     [{"k": "v"}, {"k": "w"}, {"k": "v", "z": 1}, {}]),
 ]
 
 

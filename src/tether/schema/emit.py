@@ -69,6 +69,7 @@ class Emitter:
         self._names: dict[Sub, str | None] = {}
         self._depth = 0
         self._strings: dict[Str, Ref | None] = {}
+        self._no_string: dict[Str, tuple[str, str]] = {}  # why a string shape has no value
         # What the matcher checks (schema/runtime_checks.py): uniqueItems (pointers) whose
         # arrays allow any items here, strings (by length_key) whose maxLength it counts
         self.unique_checked: set[str] = set()
@@ -135,7 +136,12 @@ class Emitter:
         if isinstance(s, Num):
             return self.number(s)
         if isinstance(s, Str):
-            return self.string(s)
+            # A string shape with no value is left out like any other (where it is
+            # optional; the schema is unsatisfiable only if it is needed)
+            out = self.string(s)
+            if out is None:
+                self.empty(*self._no_string[replace(s, where="")])
+            return out
         if isinstance(s, Arr):
             return emit_array(s, self)
         assert isinstance(s, Obj)
@@ -145,10 +151,10 @@ class Emitter:
         """Record why a shape allows no value; returns None (the empty result)."""
         self.reasons.append((reason, where))
 
-    def string(self, s: Str, *, may_be_empty: bool = False) -> Ref | None:
-        """The rule of the JSON strings of ``s`` (one per distinct constraint set).
-        With ``may_be_empty``, None when no string fits (the other constraints were
-        proven satisfiable, but a split of them, such as a key region, may not be)."""
+    def string(self, s: Str) -> Ref | None:
+        """The rule of the JSON strings of ``s`` (one per distinct constraint set); None
+        when no string fits (its pattern, format, length and exclusions contradict each
+        other)."""
         key = replace(s, where="")
         if key not in self._strings:
             try:
@@ -160,8 +166,9 @@ class Emitter:
                 expr = self._string(uncounted)  # the matcher counts the code points
                 self.length_checked[length_key(s)] = (s.max_len, join(s.where, "maxLength"))
             except CompileError as e:
-                if not (may_be_empty and e.message.startswith(_NO_STRING)):
+                if not e.message.startswith(_NO_STRING):
                     raise
+                self._no_string[key] = (e.message, e.location or s.where)
                 self._strings[key] = None
                 return None
             self._strings[key] = self.named("str", expr, s.where)

@@ -4,7 +4,8 @@ The values a shape rejects are the other kinds, plus the values of its own kind 
 break at least one of its constraints; each broken constraint is again a shape
 (``minLength: 3`` broken is ``maxLength: 2``, ``required: [a]`` broken is "``a``
 absent", ``items: S`` broken is "contains ¬S", ``type: integer`` broken is a number
-with a non-zero fraction digit…). A constraint whose breaking is not a regular language
+with a non-zero fraction digit, an array const broken is another length or an item
+that differs…). A constraint whose breaking is not a regular language
 over JSON text (``multipleOf``, ``uniqueItems``, ``format``…) becomes :class:`Refused`,
 an error only if it survives to emission.
 """
@@ -32,6 +33,7 @@ from tether.schema.shapes import (
     Shape,
     Str,
     Union,
+    const_sub,
     negate_sub,
     top,
 )
@@ -71,7 +73,7 @@ def _breaks(s: Shape, where: str, keyword: str, norm: Normalizer,
         rest = frozenset({False, True}) - s.values
         return [Bool(rest)] if rest else []
     if isinstance(s, Lit):
-        return _not_literals(s, refuse)
+        return _not_literals(s, norm, where)
     if isinstance(s, Num):
         out: list[Shape] = []
         if s.integer:
@@ -104,7 +106,7 @@ def _breaks(s: Shape, where: str, keyword: str, norm: Normalizer,
     return _not_object(s, refuse, norm, keys)
 
 
-def _not_literals(s: Lit, refuse) -> list[Shape]:
+def _not_literals(s: Lit, norm: Normalizer, where: str) -> list[Shape]:
     if s.kind == "string":
         return [Str(excluded_values=frozenset(s.values))]
     if s.kind == "boolean":
@@ -119,11 +121,32 @@ def _not_literals(s: Lit, refuse) -> list[Shape]:
                 for a, b in zip(points, points[1:], strict=False)]
         out.append(Num(lo=points[-1], lo_excl=True))
         return out
-    if s.kind == "array" and all(v == [] for v in s.values):
-        return [Arr(min_items=1)]
-    if s.kind == "object" and all(v == {} for v in s.values):
-        return [Obj(min_props=1)]
-    return [refuse(f"an {s.kind} enum/const")]
+    # Arrays and objects: the values that differ from every one of them.
+    differ = _not_array_value if s.kind == "array" else _not_object_value
+    rest = Union(tuple(differ(s.values[0])))
+    for value in s.values[1:]:
+        rest = intersect_unions(rest, Union(tuple(differ(value))), norm, where)
+    return list(rest.shapes)
+
+
+def _not_array_value(value: list) -> list[Shape]:
+    """The arrays other than ``value``: another length, or an item that differs."""
+    out: list[Shape] = [Arr(min_items=len(value) + 1)]
+    if value:
+        out.append(Arr(max_items=len(value) - 1))
+    out += [Arr(prefix=(ANY,) * i + (negate_sub(const_sub(item)),), min_items=i + 1)
+            for i, item in enumerate(value)]
+    return out
+
+
+def _not_object_value(value: dict) -> list[Shape]:
+    """The objects other than ``value``: one of its keys absent, or present with
+    another value, or more keys than it has (then one is not among its keys)."""
+    out: list[Shape] = [Obj(props=((name, NEVER),)) for name in sorted(value)]
+    out += [Obj(props=((name, negate_sub(const_sub(value[name]))),),
+                required=frozenset({name})) for name in sorted(value)]
+    out.append(Obj(min_props=len(value) + 1))
+    return out
 
 
 def _not_array(s: Arr, refuse) -> list[Shape]:

@@ -34,6 +34,7 @@ from tether.schema.pointers import join, scope_of, scoped
 from tether.schema.resolve import Node, Resolver
 from tether.schema.shapes import (
     ANY,
+    CONST_NID,
     FALSE_NID,
     NEVER,
     TOP,
@@ -167,6 +168,8 @@ class Normalizer:
             return self.of_sub(part)
         if part == FALSE_NID:
             return Union((), ("the schema 'false' allows no value", ""))
+        if part.startswith(CONST_NID):
+            return Union(tuple(lit([json.loads(part[len(CONST_NID):])])))
         return self.of_node(part)
 
     def _complement(self, part: str | Sub, u: Union) -> Union:
@@ -515,7 +518,7 @@ def _requires(shape: Shape, name: str) -> bool:
 def _where(part: str | Sub) -> str:
     if isinstance(part, frozenset):
         return min((_where(p) for p, _ in part), default="")
-    return "" if part == FALSE_NID else part
+    return "" if part == FALSE_NID or part.startswith(CONST_NID) else part
 
 
 def _types(s: dict, where: str) -> list[str]:

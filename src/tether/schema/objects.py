@@ -204,7 +204,7 @@ def _keys(shapes, inside: set[str], outside: set[str], declared: set[str], em: E
             key = em.string(Str(shape.min_len, shape.max_len, shape.patterns | inside,
                                 shape.excluded_patterns | outside,
                                 shape.excluded_values | declared, shape.formats,
-                                shape.where or o.where), may_be_empty=True)
+                                shape.where or o.where))
             if key is not None:
                 out.append(key)
         elif shape.kind == "string":

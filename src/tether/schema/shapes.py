@@ -26,6 +26,9 @@ Sub = frozenset[tuple["str | Sub", bool]]
 ANY: Sub = frozenset()
 FALSE_NID = "!false"  # the node id of the schema ``false``
 NEVER: Sub = frozenset({(FALSE_NID, False)})
+# Node ids of the schema ``{"const": value}`` for a value no node of the document holds
+# (an item or a property of an enum/const value): the prefix, then the value's JSON text.
+CONST_NID = "!const:"
 
 KINDS = ("null", "boolean", "number", "string", "array", "object")
 
@@ -215,6 +218,12 @@ def value_key(value: Any) -> Any:
         return kind, frozenset((k, value_key(v)) for k, v in value.items())
     return kind, value
 
+
+
+def const_sub(value: Any) -> Sub:
+    """The subschema of the one value ``value`` (see ``CONST_NID``)."""
+    return frozenset({(CONST_NID + json.dumps(value, ensure_ascii=False, sort_keys=True),
+                       False)})
 
 
 def negate_sub(sub: Sub) -> Sub:
