@@ -63,6 +63,7 @@ from tether.automata.regex_ast import (
 from tether.automata.regex_parser import RegexFlags, RegexParser
 from tether.errors import CompileError, LimitExceeded
 from tether.schema.formats import format_expr
+from tether.schema.lookaheads import split_lookaheads
 
 MAX_STRING_STATES = 200_000  # automaton states of one string schema
 
@@ -146,6 +147,11 @@ _STRINGS: PieceCache[Node | _Refused] = PieceCache("json_string", max_entries=10
 def _json_string(min_length: int, max_length: int | None, patterns: tuple[str, ...],
                  excluded_patterns: tuple[str, ...], excluded_values: tuple[str, ...],
                  fmt: str | None, location: str) -> Node:
+    # Leading lookaheads become patterns and excluded patterns (schema/lookaheads.py)
+    split = [split_lookaheads(p) for p in patterns]
+    patterns = tuple(sorted({q for required, _ in split for q in required}))
+    excluded_patterns = tuple(sorted({*excluded_patterns,
+                                      *(q for _, excluded in split for q in excluded)}))
     parts = [pattern_language(p, f"{location}/pattern") for p in patterns]
     fmt_node = format_expr(fmt, f"{location}/format") if fmt is not None else None
     if fmt_node is not None:  # formats run smaller as a DFA than as their regex
