@@ -545,3 +545,20 @@ def test_formats_assert_by_default_and_annotate_on_request():
     assert accepts(tether.JsonSchema(schema, formats="annotate"), '"tomorrow"')
     with pytest.raises(CompileError, match="formats"):
         tether.JsonSchema(schema, formats="ignore")
+
+
+@pytest.mark.parametrize("schema", [
+    # draft-04 has no $id (its identifier is id): "#/…" stays in the document
+    {"$schema": "http://json-schema.org/draft-04/schema#",
+     "definitions": {"a": {"type": "integer"}},
+     "properties": {"x": {"$id": "/sub", "$ref": "#/definitions/a"}}},
+    # up to draft-07 a $ref hides its siblings, $id included
+    {"$schema": "http://json-schema.org/draft-07/schema#",
+     "definitions": {"a": {"type": "integer"}},
+     "properties": {"x": {"$id": "http://example.com/other", "$ref": "#/definitions/a"}}},
+    {"$schema": "http://json-schema.org/draft-04/schema#", "id": "http://example.com/r.json",
+     "definitions": {"a": {"id": "#foo", "type": "integer"}},
+     "properties": {"x": {"$ref": "#foo"}}},
+])
+def test_identifiers_per_draft(schema) -> None:
+    check_against_jsonschema(schema, [{"x": 1}, {"x": "s"}, {}])

@@ -208,8 +208,10 @@ def join_uri(base: str, ref: str) -> str:
 
 
 def _own_id(schema: dict, draft: int) -> str | None:
-    """The ``$id`` (or draft-04 ``id``) a schema declares, if any."""
-    value = schema.get("$id")
-    if value is None and draft <= 4:
-        value = schema.get("id")
+    """The ``$id`` (draft-04: ``id``) a schema declares, if any. Up to draft-07 a
+    ``$ref`` hides its siblings, an identifier too; draft-04 has no ``$id`` (a document
+    of its era that writes one declares nothing)."""
+    if draft <= 7 and "$ref" in schema:
+        return None
+    value = schema.get("id" if draft <= 4 else "$id")
     return value if isinstance(value, str) else None
