@@ -2,8 +2,9 @@
 
 Item ``i`` follows ``prefixItems[i]`` (draft-07: ``items`` as a list), later items
 follow ``items``/``additionalItems``; ``minItems``/``maxItems`` become counted
-repetitions. ``contains`` splits items into hits and misses and counts the hits
-(arrays with no other length or position constraint). ``uniqueItems`` is enforced on
+repetitions. ``contains`` (one or several, with or without ``minItems``/``maxItems``)
+splits items into classes by the clauses they match and counts hits and length in a
+small automaton (not beside ``prefixItems`` or ``uniqueItems``). ``uniqueItems`` is enforced on
 finite item domains (``enum``/``const``/booleans/null, at most :data:`MAX_UNIQUE`
 values) by spelling out the orders of distinct values; on extendable items by the
 matcher (:mod:`tether.schema.runtime_checks`); elsewhere it cannot be enforced and is
@@ -12,10 +13,11 @@ refused (``strict``) or ignored with a warning.
 
 from __future__ import annotations
 
+from itertools import product
 from typing import TYPE_CHECKING
 
-from tether.automata.regex_ast import Repeat
-from tether.errors import CompileError
+from tether.automata.regex_ast import EMPTY, Repeat
+from tether.errors import CompileError, LimitExceeded
 from tether.grammar.ir import Expr
 from tether.schema.json_text import alternate, concat
 from tether.schema.keywords import report
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
     from tether.schema.emit import Emitter
 
 MAX_UNIQUE = 6  # distinct values uniqueItems may permute
+MAX_CONTAINS = 3  # contains of one array (each doubles the classes of items)
+MAX_CONTAINS_STATES = 256  # counting states of contains and the length together
 
 
 def emit_array(a: Arr, em: Emitter) -> Expr | None:
@@ -71,27 +75,71 @@ def _items(elements: list[Expr | None], items: Expr | None, lo: int, hi: int | N
 
 
 def _contains(a: Arr, em: Emitter) -> Expr | None:
-    if len(a.contains) > 1 or a.prefix or a.unique or a.min_items > a.contains[0].min \
-            or a.max_items is not None:
-        raise CompileError("contains together with prefixItems, uniqueItems, minItems or "
-                           "maxItems is not supported", location=a.contains[0].where)
-    c = a.contains[0]
-    hit = em.ref(a.items | c.sub)
-    miss = em.ref(a.items | negate_sub(c.sub))
-    comma = em.layout.comma
-    forms: list[Expr] = []
-    if c.min == 0 and miss is not None:
-        forms.append(em.layout.joined(miss, miss, 0, None))
-    if hit is not None and (c.max is None or c.max >= max(c.min, 1)):
-        misses = None if miss is None else em.layout.joined(miss, miss, 0, None)
-        block = hit if misses is None else concat(hit, Repeat(concat(comma, misses), 0, 1))
-        lead = [] if misses is None else [Repeat(concat(misses, comma), 0, 1)]
-        more = Repeat(concat(comma, block), max(c.min - 1, 0),
-                      None if c.max is None else c.max - 1)
-        forms.append(concat(*lead, block, more))
-    if not forms:
-        return em.empty("no array has the items 'contains' needs", c.where)
-    return em.layout.container("[", alternate(forms), "]", empty_ok=c.min == 0)
+    """Arrays whose items each ``contains`` counts within its bounds, of a length within
+    ``minItems``/``maxItems``: the items split into classes by the ``contains`` they
+    match (one subschema each), and the arrays are the words of a counting automaton
+    over those classes — per clause the hits so far and the length, each counted up to
+    where its bounds stop telling counts apart — written as right-linear rules: after an
+    item, the rule of the counts reached."""
+    where = a.contains[0].where
+    if a.prefix or a.unique or len(a.contains) > MAX_CONTAINS:
+        raise CompileError(f"contains together with prefixItems, uniqueItems or more than "
+                           f"{MAX_CONTAINS} other contains is not supported", location=where)
+    clauses = a.contains
+    caps = [c.min if c.max is None else c.max + 1 for c in clauses]  # counts past: alike
+    cap_n = a.min_items if a.max_items is None else a.max_items + 1
+    classes: list[tuple[tuple[bool, ...], Expr]] = []
+    for hits in product((True, False), repeat=len(clauses)):
+        sub = a.items.union(*(c.sub if hit else negate_sub(c.sub)
+                              for c, hit in zip(clauses, hits, strict=True)))
+        item = em.ref(sub)
+        if item is not None:
+            classes.append((hits, item))
+
+    def step(state: tuple[int, ...], hits: tuple[bool, ...]) -> tuple[int, ...] | None:
+        counts = [min(h + hit, cap) for h, hit, cap in zip(state, hits, caps, strict=False)]
+        n = min(state[-1] + 1, cap_n)
+        if any(c.max is not None and h > c.max for c, h in zip(clauses, counts, strict=True)) \
+                or (a.max_items is not None and n > a.max_items):
+            return None
+        return (*counts, n)
+
+    def accepting(state: tuple[int, ...]) -> bool:
+        return all(h >= c.min for c, h in zip(clauses, state, strict=False)) \
+            and state[-1] >= a.min_items
+
+    start = (0,) * (len(clauses) + 1)
+    moves: dict[tuple[int, ...], list[tuple[Expr, tuple[int, ...]]]] = {}
+    todo = [start]
+    while todo:
+        state = todo.pop()
+        if state in moves:
+            continue
+        if len(moves) >= MAX_CONTAINS_STATES:
+            raise LimitExceeded(f"contains and the array's length need more than "
+                                f"{MAX_CONTAINS_STATES} counting states", location=where)
+        moves[state] = [(item, nxt) for hits, item in classes
+                        if (nxt := step(state, hits)) is not None]
+        todo += [nxt for _, nxt in moves[state]]
+    live = {q for q in moves if accepting(q)}  # states from which an end is reached
+    grew = True
+    while grew:
+        grew = False
+        for q, out in moves.items():
+            if q not in live and any(nxt in live for _, nxt in out):
+                live.add(q)
+                grew = True
+    if start not in live:
+        return em.empty("no array has the items 'contains' needs", where)
+    rules = {q: em.reserve("contains", where) for q in live}
+    for q, rule in rules.items():  # what follows an item that reached q
+        steps = [concat(em.layout.comma, item, rules[nxt]) for item, nxt in moves[q]
+                 if nxt in live]
+        body = alternate(steps) if steps else EMPTY
+        em.define(rule, Repeat(body, 0, 1) if accepting(q) and steps else body)
+    first = [concat(item, rules[nxt]) for item, nxt in moves[start] if nxt in live]
+    return em.layout.container("[", alternate(first) if first else None, "]",
+                               empty_ok=accepting(start))
 
 
 def _unique(a: Arr, em: Emitter) -> Expr | None | bool:

@@ -147,6 +147,15 @@ class Emitter:
         assert isinstance(s, Obj)
         return emit_object(s, self)
 
+    def reserve(self, prefix: str, where: str) -> Ref:
+        """A new rule, defined later by :meth:`define` (for rules that refer to each
+        other)."""
+        return self.named(prefix, CharSet(()), where)
+
+    def define(self, rule: Ref, expr: Expr) -> None:
+        """Give a rule from :meth:`reserve` its expression."""
+        self.rules[rule.name] = expr
+
     def empty(self, reason: str, where: str) -> None:
         """Record why a shape allows no value; returns None (the empty result)."""
         self.reasons.append((reason, where))
