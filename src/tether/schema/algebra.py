@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from tether.errors import LimitExceeded
@@ -117,12 +118,26 @@ def _numbers(a: Num, b: Num) -> Num | Empty:
     lo, lo_excl = _tighter(a.lo, a.lo_excl, b.lo, b.lo_excl, lower=True)
     hi, hi_excl = _tighter(a.hi, a.hi_excl, b.hi, b.hi_excl, lower=False)
     out = Num(a.integer or b.integer, lo, lo_excl, hi, hi_excl, a.multiples | b.multiples,
-              a.where or b.where, a.fractional or b.fractional)
+              a.where or b.where, a.fractional or b.fractional,
+              a.non_multiples | b.non_multiples)
     if out.integer and out.fractional:
         return Empty("no integer is a non-integer number")
+    step = _common_multiple(out)
+    for m in sorted(out.non_multiples):
+        if step is not None and (step / Fraction(m)).denominator == 1:
+            return Empty(f"every number allowed is a multiple of {m}")
     if out.fractional and out.lo is not None and out.lo == out.hi:
         return Empty(f"no non-integer number lies in {describe_range(out)}")
     return Empty(f"no number lies in {describe_range(out)}") if range_empty(out) else out
+
+
+def _common_multiple(n: Num) -> Fraction | None:
+    """The step every value of ``n`` is a multiple of (None: no such step)."""
+    steps = [Fraction(m) for m in n.multiples] + ([Fraction(1)] if n.integer else [])
+    if not steps:
+        return None
+    return Fraction(math.lcm(*(f.numerator for f in steps)),
+                    math.gcd(*(f.denominator for f in steps)))
 
 
 def range_empty(n: Num) -> bool:

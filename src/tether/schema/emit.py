@@ -198,7 +198,18 @@ class Emitter:
             excluded_values=tuple(sorted(s.excluded_values)),
             format=next(iter(s.formats), None), location=s.where)
 
-    def number(self, n: Num) -> Expr:
+    def number(self, n: Num) -> Expr | None:
+        """The number texts of ``n``; None when no number fits (every one left is a
+        multiple of a ``non_multiples`` step)."""
+        node = self._number(n)
+        if n.non_multiples:
+            node = numbers.without_multiples(node, sorted(n.non_multiples), n.where)
+            if node is None:
+                return self.empty("every number allowed is a multiple of "
+                                  f"{min(n.non_multiples)}", n.where)
+        return node
+
+    def _number(self, n: Num) -> Expr:
         multiples = [Fraction(m) for m in n.multiples]
         if n.integer:
             step = math.lcm(*(m.numerator for m in multiples)) if multiples else 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from tether.automata.dfa import DEAD, LazyDFA
@@ -171,4 +172,10 @@ def _number_in(x: Decimal, n: Num) -> bool:
         return False
     if n.hi is not None and (x > n.hi or (n.hi_excl and x == n.hi)):
         return False
-    return all(x % m == 0 for m in n.multiples)
+    return all(_is_multiple(x, m) for m in n.multiples) and \
+        not any(_is_multiple(x, m) for m in n.non_multiples)
+
+
+def _is_multiple(x: Decimal, m: Decimal) -> bool:
+    """Exactly, whatever the magnitudes (``Decimal``'s ``%`` fails past its precision)."""
+    return (Fraction(x) / Fraction(m)).denominator == 1

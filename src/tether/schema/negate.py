@@ -6,7 +6,7 @@ break at least one of its constraints; each broken constraint is again a shape
 absent", ``items: S`` broken is "contains ¬S", ``type: integer`` broken is a number
 with a non-zero fraction digit, an array const broken is another length or an item
 that differs…). A constraint whose breaking is not a regular language
-over JSON text (``multipleOf``, ``uniqueItems``, ``format``…) becomes :class:`Refused`,
+over JSON text (``uniqueItems``, ``format``…) becomes :class:`Refused`,
 an error only if it survives to emission.
 """
 
@@ -80,8 +80,8 @@ def _breaks(s: Shape, where: str, keyword: str, norm: Normalizer,
             out.append(Num(fractional=True))
         if s.fractional:
             out.append(Num(integer=True))
-        if s.multiples:
-            out.append(refuse("'multipleOf'"))
+        out += [Num(non_multiples=frozenset({m})) for m in sorted(s.multiples)]
+        out += [Num(multiples=frozenset({m})) for m in sorted(s.non_multiples)]
         if s.lo is not None:
             out.append(Num(hi=s.lo, hi_excl=not s.lo_excl))
         if s.hi is not None:

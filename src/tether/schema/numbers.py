@@ -29,6 +29,7 @@ import numpy as np
 from tether.automata.boolean import (
     EMPTY_LANGUAGE,
     Dfa,
+    difference_dfa,
     intersect,
     intersect_dfa,
     is_empty,
@@ -141,6 +142,17 @@ def json_number(*, minimum: Decimal | None = None, maximum: Decimal | None = Non
     if is_empty(node):
         raise CompileError("no number satisfies this schema", location=location)
     return node
+
+
+def without_multiples(node: Node, steps: list[Decimal], location: str) -> Node | None:
+    """The number texts of ``node`` whose value is a multiple of none of ``steps``
+    (the complement of ``multipleOf``; any spelling, as :func:`_multiples` reads it);
+    None if none is left."""
+    where = f"{location}/multipleOf"
+    dfa = to_dfa(node, location=where)
+    for step in steps:
+        dfa = difference_dfa(dfa, _multiples(step, where), location=where)
+    return None if dfa.is_empty() else to_node(dfa, pos=where)
 
 
 # -- integers ------------------------------------------------------------------------------

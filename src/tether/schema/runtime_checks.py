@@ -73,7 +73,7 @@ def extendable(shapes: tuple[Shape, ...]) -> bool:
             if x.max_len is not None or x.patterns or x.formats:
                 return False
         elif isinstance(x, Num):
-            if x.lo is not None or x.hi is not None or x.multiples:
+            if x.lo is not None or x.hi is not None or x.multiples or x.non_multiples:
                 return False
         elif isinstance(x, Arr):
             if x.max_items is not None:

@@ -57,6 +57,8 @@ class Num:
     # with a non-zero fraction digit (``1.5``; not ``15e-1``: rejected, never wrongly
     # accepted).
     fractional: bool = False
+    # Not a multiple of any of these (the complement of ``multipleOf``).
+    non_multiples: frozenset[Decimal] = frozenset()
     kind = "number"
 
 
