@@ -4,10 +4,10 @@ Item ``i`` follows ``prefixItems[i]`` (draft-07: ``items`` as a list), later ite
 follow ``items``/``additionalItems``; ``minItems``/``maxItems`` become counted
 repetitions. ``contains`` (one or several, with or without ``minItems``/``maxItems``)
 splits items into classes by the clauses they match and counts hits and length in a
-small automaton (not beside ``prefixItems`` or ``uniqueItems``). ``uniqueItems`` is enforced on
-finite item domains (``enum``/``const``/booleans/null, at most :data:`MAX_UNIQUE`
-values) by spelling out the orders of distinct values; on extendable items by the
-matcher (:mod:`tether.schema.runtime_checks`); elsewhere it cannot be enforced and is
+small automaton (not beside ``prefixItems`` or ``uniqueItems``). ``uniqueItems`` is
+enforced on finite item domains (``enum``/``const``/booleans/null, at most
+:data:`MAX_UNIQUE` values) by spelling out the orders of distinct values; on extendable
+items by the matcher (:mod:`tether.schema.runtime_checks`); elsewhere it cannot be enforced and is
 refused (``strict``) or ignored with a warning.
 """
 
@@ -83,8 +83,9 @@ def _contains(a: Arr, em: Emitter) -> Expr | None:
     item, the rule of the counts reached."""
     where = a.contains[0].where
     if a.prefix or a.unique or len(a.contains) > MAX_CONTAINS:
-        raise CompileError(f"contains together with prefixItems, uniqueItems or more than "
-                           f"{MAX_CONTAINS} other contains is not supported", location=where)
+        raise CompileError(f"contains together with prefixItems or uniqueItems, or more than "
+                           f"{MAX_CONTAINS} contains on one array, is not supported",
+                           location=where)
     clauses = a.contains
     caps = [c.min if c.max is None else c.max + 1 for c in clauses]  # counts past: alike
     cap_n = a.min_items if a.max_items is None else a.max_items + 1
