@@ -7,8 +7,8 @@ splits items into classes by the clauses they match and counts hits and length i
 small automaton (not beside ``prefixItems`` or ``uniqueItems``). ``uniqueItems`` is
 enforced on finite item domains (``enum``/``const``/booleans/null, at most
 :data:`MAX_UNIQUE` values) by spelling out the orders of distinct values; on extendable
-items by the matcher (:mod:`tether.schema.runtime_checks`); elsewhere it cannot be enforced and is
-refused (``strict``) or ignored with a warning.
+items by the matcher (:mod:`tether.schema.runtime_checks`); elsewhere it cannot be
+enforced and is refused (``strict``) or ignored with a warning.
 """
 
 from __future__ import annotations
