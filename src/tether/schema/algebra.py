@@ -134,8 +134,11 @@ def _numbers(a: Num, b: Num) -> Num | Empty:
 def _common_multiple(n: Num) -> Fraction | None:
     """The step every value of ``n`` is a multiple of (None: no such step)."""
     steps = [Fraction(m) for m in n.multiples] + ([Fraction(1)] if n.integer else [])
-    if not steps:
-        return None
+    return least_common_multiple(steps) if steps else None
+
+
+def least_common_multiple(steps: list[Fraction]) -> Fraction:
+    """The least positive number that is a multiple of every one of ``steps``."""
     return Fraction(math.lcm(*(f.numerator for f in steps)),
                     math.gcd(*(f.denominator for f in steps)))
 

@@ -19,6 +19,7 @@ from tether.automata.regex_ast import CharSet, literal
 from tether.errors import CompileError, LimitExceeded
 from tether.grammar.ir import Expr, Ref
 from tether.schema import formats, numbers, strings
+from tether.schema.algebra import least_common_multiple
 from tether.schema.arrays import emit_array
 from tether.schema.json_text import Layout, alternate
 from tether.schema.keywords import report
@@ -220,8 +221,7 @@ class Emitter:
                                         location=n.where)
         multiple = None
         if multiples:
-            m = Fraction(math.lcm(*(f.numerator for f in multiples)),
-                         math.gcd(*(f.denominator for f in multiples)))
+            m = least_common_multiple(multiples)
             multiple = Decimal(m.numerator) / Decimal(m.denominator)
         return numbers.json_number(minimum=n.lo, maximum=n.hi, exclusive_minimum=n.lo_excl,
                                    exclusive_maximum=n.hi_excl, multiple_of=multiple,
