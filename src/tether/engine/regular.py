@@ -61,6 +61,7 @@ class RegularCompiled(Compiled):
         self._completion_rests: dict[int, tuple[int, ...]] = {}
         self._within: dict[tuple[int, int], bool] = {}  # see completes_within
         self._successors_of: OrderedDict[int, list[int]] = OrderedDict()  # LRU
+        self._successor_count = 0  # the states _successors_of holds, all lists together
         self._last_step = (DEAD, -1, DEAD)  # see token_step
         self._lock = threading.RLock()
         self.compile_seconds = compile_seconds
@@ -126,7 +127,7 @@ class RegularCompiled(Compiled):
     def held_bytes(self) -> int:
         return (len(self._masks) * self._empty.nbytes + self.dfa.table.nbytes
                 + self.dfa.n_states * STATE_OVERHEAD_BYTES
-                + sum(32 + 8 * len(s) for s in self._successors_of.values()))
+                + 32 * len(self._successors_of) + 8 * self._successor_count)
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -311,8 +312,9 @@ class RegularCompiled(Compiled):
                 return hit
             _, reached = self._walker.mask_and_successors(state)
             hit = self._successors_of[state] = [s for s in reached.tolist() if s != DEAD]
+            self._successor_count += len(hit)
             if len(self._successors_of) > MAX_CACHED_SUCCESSORS:
-                self._successors_of.popitem(last=False)
+                self._successor_count -= len(self._successors_of.popitem(last=False)[1])
         return hit
 
     def _forced_bytes(self, state: int) -> bytes:
