@@ -71,23 +71,20 @@ def test_closed_instances_are_instances_of_the_original() -> None:
 
 
 def test_falls_back_to_the_callers_schema_when_the_closed_one_does_not_compile() -> None:
-    """A oneOf over a closed inner object needs a complement tether cannot build (the
-    shape of a real function-call schema)."""
-
-    def branch(absent: str, required: str, shape: str) -> dict:
-        return {"properties": {"dimensions": {"properties": {absent: {"not": {}}},
-                                              "required": [required]},
-                               "shape": {"const": shape}}}
-
-    schema = {"type": "object", "properties": {"dimensions": {
-        "type": "object", "properties": {"r": {"type": "number"}, "b": {"type": "number"}},
-        "oneOf": [branch("b", "r", "circle"), branch("r", "b", "square")]}}}
+    """A oneOf whose second branch, closed, leaves the first (open: it has
+    patternProperties) more ways to hold "a key the second does not name" than tether
+    builds (twenty optional keys, or one of its own)."""
+    many = {f"p{i}": {"type": "integer"} for i in range(20)}
+    schema = {"type": "object", "properties": {"shape": {"oneOf": [
+        {"type": "object", "properties": {"kind": {"const": "a"}, **many},
+         "patternProperties": {"^x-": {}}},
+        {"type": "object", "properties": {"kind": {"type": "string"}}}]}}}
     with pytest.raises(tether.CompileError):
         tether.compile(generation_constraint(tether.JsonSchema(schema)), BYTES)
     compiled = compile_for_generation(tether.JsonSchema(schema), BYTES)
     assert compiled.constraint.schema == schema
     assert compiled.constraint.property_order == "schema"
-    assert compiled.check('{"dimensions": {"dimensions": {"r": 1}, "shape": "circle"}}').matches
+    assert compiled.check('{"shape": {"kind": "b"}}').matches
 
 
 def test_unbounded_integers_are_kept_to_safe_ones() -> None:

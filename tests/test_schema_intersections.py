@@ -164,6 +164,51 @@ UNEVALUATED = [
 ]
 
 
+# Breaking additionalProperties/patternProperties (under not, and oneOf's exclusivity):
+# some key the negated schema does not declare has a value its region rejects. All
+# of these compile.
+UNDECLARED_BROKEN = [
+    ("not additionalProperties false: some key",
+     {"type": "object", "properties": {"a": {}}, "not": {"additionalProperties": False}},
+     [{}, {"a": 1}, {"b": 1}]),
+    ("not patternProperties: a matching key with another value",
+     {"type": "object", "not": {"patternProperties": {"^x": {"type": "integer"}}}},
+     [{"x1": "s"}, {"x1": 1}, {"y": "s"}, {"x1": 1, "x2": "a"}, {}]),
+    ("not additionalProperties beside a declared name",
+     {"type": "object", "properties": {"a": {"type": "string"}},
+      "not": {"properties": {"a": {}}, "additionalProperties": {"type": "integer"}}},
+     [{"a": "x", "b": "y"}, {"a": "x", "b": 1}, {"b": [1]}, {"a": "x"}]),
+    ("the key that breaks it is one the outer schema declares",
+     {"type": "object", "properties": {"k": {"type": "integer"}},
+      "not": {"additionalProperties": {"type": "string"}}},
+     [{"k": 1}, {"z": "s"}, {"z": 2}, {"k": 1, "z": "s"}, {}]),
+    ("oneOf: a pattern-keyed object and an open one",
+     {"oneOf": [{"type": "object", "patternProperties": {"^[a-z]+$": {"type": "integer"}},
+                 "additionalProperties": False},
+                {"type": "object", "properties": {"id": {"type": "integer"}},
+                 "required": ["id"]}]},
+     [{"id": 1}, {"ab": 1}, {"id": 1, "X": 2}, {"ab": "s"}, {"id": 1, "ab": 2}, {}]),
+    ("oneOf over $refs to one definition (a negation meets what it negates)",
+     {"$defs": {"n": {"type": "integer"}},
+      "oneOf": [{"type": "object", "properties": {"v": {"$ref": "#/$defs/n"}},
+                 "additionalProperties": False},
+                {"type": "object", "patternProperties": {"^v": {"$ref": "#/$defs/n"}},
+                 "additionalProperties": False, "minProperties": 1}]},
+     [{"v": 1}, {"vv": 1}, {}, {"v": 1, "vw": 2}, {"w": 1}]),
+]
+
+
+@pytest.mark.parametrize(("interaction", "schema", "instances"), UNDECLARED_BROKEN,
+                         ids=[c[0] for c in UNDECLARED_BROKEN])
+def test_undeclared_keys_that_break_the_negated_schema(interaction, schema, instances
+                                                      ) -> None:
+    validator = jsonschema.Draft202012Validator(schema)
+    compiled = tether.compile(tether.JsonSchema(schema, whitespace="compact"), VOCAB)
+    for instance in instances:
+        text = json.dumps(instance, separators=(",", ":"))
+        assert _accepts(compiled, text) == validator.is_valid(instance), (interaction, text)
+
+
 @pytest.mark.parametrize(("interaction", "schema", "instances"), UNEVALUATED,
                          ids=[c[0] for c in UNEVALUATED])
 def test_unevaluated_keys_and_items(interaction, schema, instances) -> None:

@@ -17,7 +17,9 @@ small machine one thread is several times faster than two that compete.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -41,9 +43,10 @@ class LlamaModel:
             raise ModelError(f"no model file at {self.path}")
         threads = n_threads or int(os.environ.get("TETHER_THREADS", "1"))
         try:
-            self.llama = llama_cpp.Llama(
-                model_path=str(self.path), n_ctx=n_ctx, n_threads=threads,
-                n_threads_batch=threads, logits_all=False, verbose=False, **llama_kwargs)
+            with _weights_unrepacked(llama_cpp, _cpu_has_amx()):
+                self.llama = llama_cpp.Llama(
+                    model_path=str(self.path), n_ctx=n_ctx, n_threads=threads,
+                    n_threads_batch=threads, logits_all=False, verbose=False, **llama_kwargs)
         except (ValueError, RuntimeError, OSError) as e:
             raise ModelError(f"llama.cpp could not load {self.path}: {e}") from e
         self._llama_cpp = llama_cpp
@@ -166,6 +169,46 @@ def _render_chat(template: str, messages: list[dict[str, str]], **tokens: str) -
                                                 **tokens)
     except TemplateError as e:
         raise ModelError(f"the model's chat template failed: {e}") from e
+
+
+_LOADING = threading.Lock()
+
+
+@contextmanager
+def _weights_unrepacked(llama_cpp: Any, unrepacked: bool) -> Iterator[None]:
+    """While a model loads: if ``unrepacked``, without llama.cpp's extra weight buffer
+    types (the repacked and AMX layouts). On CPUs with AMX, llama.cpp builds with AMX
+    kernels that crash the process on the first forward pass (SIGSEGV, measured with
+    llama-cpp-python 0.3.35 and 0.3.36 on a Sapphire Rapids VM); the plain layout runs.
+    ``Llama`` takes the model's parameters from ``llama_model_default_params``: that is
+    where the switch goes."""
+    low = getattr(llama_cpp, "llama_cpp", None)
+    defaults = getattr(low, "llama_model_default_params", None)
+    if not unrepacked or defaults is None:
+        yield
+        return
+
+    def plain_defaults() -> Any:
+        params = defaults()
+        if hasattr(params, "use_extra_bufts"):
+            params.use_extra_bufts = False
+        return params
+
+    with _LOADING:
+        low.llama_model_default_params = plain_defaults
+        try:
+            yield
+        finally:
+            low.llama_model_default_params = defaults
+
+
+def _cpu_has_amx() -> bool:
+    """Whether the CPU advertises AMX tiles (Linux: /proc/cpuinfo's flags)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " amx_tile" in line for line in f)
+    except OSError:
+        return False
 
 
 def _import_llama_cpp() -> Any:

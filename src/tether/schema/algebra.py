@@ -216,7 +216,8 @@ def _objects(a: Obj, b: Obj, norm: Normalizer) -> Obj | Empty:
     out = Obj(props, a.required | b.required, a.pattern_props + b.pattern_props,
               a.additional + b.additional, a.names | b.names, lo, hi, a.where or b.where,
               order, a.unevaluated + b.unevaluated, a.evaluated_names | b.evaluated_names,
-              a.evaluated_patterns | b.evaluated_patterns, a.evaluates_all or b.evaluates_all)
+              a.evaluated_patterns | b.evaluated_patterns, a.evaluates_all or b.evaluates_all,
+              a.some_members + tuple(m for m in b.some_members if m not in a.some_members))
     return object_empty(out, norm)
 
 

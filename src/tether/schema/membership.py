@@ -160,6 +160,14 @@ class Membership:
                 if verdict is False:
                     return False
                 undecided = undecided or (verdict if isinstance(verdict, Refused) else None)
+        for some in shape.some_members:
+            hits = [self.in_union(item, self.norm.of_sub(some.sub))
+                    for key, item in value.items() if some.has_key(key, self.matches)]
+            if True not in hits:
+                refused = next((h for h in hits if isinstance(h, Refused)), None)
+                if refused is None:
+                    return False
+                undecided = undecided or refused
         return undecided or True
 
 

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from itertools import combinations
 from typing import TYPE_CHECKING
 
 from tether.schema.algebra import intersect_unions
+from tether.schema.objects import MAX_PATTERN_REGIONS
 from tether.schema.shapes import (
     ANY,
     KINDS,
@@ -31,7 +33,9 @@ from tether.schema.shapes import (
     Obj,
     Refused,
     Shape,
+    SomeMember,
     Str,
+    Sub,
     Union,
     const_sub,
     negate_sub,
@@ -43,14 +47,18 @@ if TYPE_CHECKING:
 
 
 def complement(u: Union, norm: Normalizer, where: str, keyword: str,
-               keys: frozenset[str] | None = None) -> Union:
-    """The values not in ``u``; parts that cannot be expressed are :class:`Refused`,
-    blamed on ``keyword`` at ``where``. ``keys``, when given, are the only property names
-    the objects of interest can have (which makes breaking ``additionalProperties`` and
-    ``propertyNames`` expressible: one of those keys is present and breaks it)."""
-    out = TOP
+               keys: frozenset[str] | None = None, kinds: tuple[str, ...] = KINDS
+               ) -> Union:
+    """The values of ``kinds`` not in ``u``; parts that cannot be expressed are
+    :class:`Refused`, blamed on ``keyword`` at ``where``. ``keys``, when given, are the
+    only property names the objects of interest can have (which makes breaking
+    ``additionalProperties`` and ``propertyNames`` expressible: one of those keys is
+    present and breaks it)."""
+    out = Union(tuple(top(k) for k in kinds)) if kinds != KINDS else TOP
     for shape in u.shapes:
-        others = tuple(top(k) for k in KINDS if k != shape.kind)
+        if shape.kind not in kinds:
+            continue
+        others = tuple(top(k) for k in kinds if k != shape.kind)
         inside = tuple(_breaks(shape, where, keyword, norm, keys))
         out = intersect_unions(out, Union(others + inside), norm, where)
     if not out.shapes:
@@ -192,14 +200,41 @@ def _not_object(s: Obj, refuse, norm: Normalizer, keys: frozenset[str] | None
             if norm.members.in_union(key, names) is False:
                 out.append(Obj(required=frozenset({key})))
     else:
-        if undeclared:
-            out.append(refuse("'additionalProperties'/'patternProperties'/"
-                              "'unevaluatedProperties'"))
+        if any(sub != ANY for _, _, sub in s.unevaluated):
+            out.append(refuse("'unevaluatedProperties'"))
+        elif undeclared:
+            out += _undeclared_broken(s, refuse)
         if s.names != ANY:
             out.append(refuse("'propertyNames'"))
+    if s.some_members:
+        out.append(refuse("a member that must be present in a key region"))
     if s.min_props > 0:
         out.append(Obj(max_props=s.min_props - 1))
     if s.max_props is not None:
         out.append(Obj(min_props=s.max_props + 1))
     return out
 
+
+
+def _undeclared_broken(s: Obj, refuse) -> list[Shape]:
+    """Objects with a key ``s`` declares no property for whose value breaks what
+    ``patternProperties``/``additionalProperties`` ask of it: one :class:`SomeMember` per
+    key region (the patterns the key matches) that asks anything."""
+    patterns = sorted({p for p, _ in s.pattern_props} | {p for pats, _ in s.additional
+                                                          for p in pats})
+    if 2 ** len(patterns) > MAX_PATTERN_REGIONS:
+        return [refuse(f"'patternProperties' with more than {MAX_PATTERN_REGIONS} key "
+                       "regions")]
+    declared = frozenset(name for name, _ in s.props)
+    out: list[Shape] = []
+    for k in range(len(patterns) + 1):
+        for chosen in combinations(patterns, k):
+            inside = frozenset(chosen)
+            sub: Sub = frozenset().union(
+                *(psub for p, psub in s.pattern_props if p in inside),
+                *(asub for pats, asub in s.additional if not pats & inside))
+            if sub != ANY:
+                out.append(Obj(some_members=(SomeMember(
+                    inside, frozenset(patterns) - inside, declared, negate_sub(sub),
+                    s.where),)))
+    return out

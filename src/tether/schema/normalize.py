@@ -28,7 +28,7 @@ from typing import Any
 from tether.errors import CompileError, LimitExceeded
 from tether.schema import membership
 from tether.schema.algebra import Empty, intersect, intersect_unions, object_empty
-from tether.schema.keywords import check_keywords, is_trivial
+from tether.schema.keywords import ENFORCED, UNSUPPORTED, check_keywords, is_trivial
 from tether.schema.negate import complement
 from tether.schema.pointers import join, scope_of, scoped
 from tether.schema.resolve import Node, Resolver
@@ -36,6 +36,7 @@ from tether.schema.shapes import (
     ANY,
     CONST_NID,
     FALSE_NID,
+    KINDS,
     NEVER,
     TOP,
     Arr,
@@ -52,6 +53,9 @@ from tether.schema.shapes import (
     top,
 )
 
+# Keywords that make a subschema a place of its own even beside a lone $ref
+_IDENTIFIERS = frozenset({"$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor",
+                          "$schema"})
 MAX_NODE_DEPTH = 200  # combinators nested at one instance position ($ref chains…)
 MAX_BRANCH_SETS = 4  # anyOf branches whose sets are spelled (unevaluatedProperties)
 MAX_ENUM_TEXT = 200_000  # bytes of JSON text an enum's values spell, all together
@@ -97,11 +101,14 @@ class Normalizer:
         hit = self._subs.get(sub)
         if hit is not None:
             return hit
-        out = TOP
-        for part, negated in sorted(sub, key=repr):
+        out = TOP if not _contradicts(sub) else Union(
+            (), ("a subschema and its negation both apply here", _where(next(iter(sub))[0])))
+        # (what the positive parts allow first: a negation is taken within their kinds)
+        for part, negated in sorted(sub, key=lambda p: (p[1], repr(p))) if out.shapes else ():
             u = self._of_part(part)
             if negated:
-                u = self._complement(part, u)
+                u = self._complement(part, u, tuple(k for k in KINDS if any(
+                    s.kind == k for s in out.shapes)))
             out = intersect_unions(out, u, self, _where(part))
             if not out.shapes:
                 break
@@ -172,10 +179,12 @@ class Normalizer:
             return Union(tuple(lit([json.loads(part[len(CONST_NID):])])))
         return self.of_node(part)
 
-    def _complement(self, part: str | Sub, u: Union) -> Union:
-        hit = self._negated.get(part)
+    def _complement(self, part: str | Sub, u: Union, kinds: tuple[str, ...]) -> Union:
+        """The values of ``kinds`` ``part`` (whose shapes are ``u``) rejects."""
+        hit = self._negated.get((part, kinds))
         if hit is None:
-            hit = self._negated[part] = complement(u, self, _where(part), "not")
+            hit = self._negated[part, kinds] = complement(u, self, _where(part), "not",
+                                                          kinds=kinds)
         return hit
 
     def _build(self, node: Node) -> Union:
@@ -345,7 +354,24 @@ class Normalizer:
             return ANY
         if value is False:
             return NEVER
-        return frozenset({(join(node.nid, *keys), False)})
+        nid = join(node.nid, *keys)
+        return frozenset({(self._referenced(value, nid) or nid, False)})
+
+    def _referenced(self, value: Any, nid: str) -> str | None:
+        """The node a subschema that is nothing but a ``$ref`` stands for (so references
+        to one schema are one subschema: a negation meets what it negates, rules are
+        shared); None for any other subschema, or a reference that does not resolve
+        (its error comes when the node is read)."""
+        if not isinstance(value, dict) or not isinstance(value.get("$ref"), str) or any(
+                k != "$ref" and (k in ENFORCED or k in UNSUPPORTED or k in _IDENTIFIERS)
+                for k in value):
+            return None
+        number, plain = scope_of(nid)
+        try:
+            return scoped(number, self.resolver.resolve(value["$ref"],
+                                                        self.resolver.node(plain)).nid)
+        except CompileError:
+            return None
 
     def _unevaluated_properties(self, node: Node, out: Union) -> Union:
         """Each object shape of ``out`` with the keys its annotations left unevaluated
@@ -587,3 +613,12 @@ def _strings(s: dict, key: str, where: str) -> frozenset[str]:
     if not isinstance(value, str):
         raise CompileError(f"{key} must be a string", location=join(where, key))
     return frozenset({value})
+
+
+def _contradicts(sub: Sub) -> bool:
+    """Whether ``sub`` asks for a part (or all parts of a negated set) and its negation."""
+    for part, negated in sub:
+        if negated and ((part, False) in sub or (
+                isinstance(part, frozenset) and part and part <= sub)):
+            return True
+    return False

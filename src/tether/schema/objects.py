@@ -22,7 +22,9 @@ SPEC §13).
 from __future__ import annotations
 
 import json
-from itertools import combinations
+from dataclasses import replace
+from itertools import combinations, product
+from math import prod
 from typing import TYPE_CHECKING
 
 from tether.automata.regex_ast import Repeat, literal
@@ -31,12 +33,14 @@ from tether.grammar.ir import AnyOrder, Expr
 from tether.grammar.lower import any_order_derives
 from tether.schema.json_text import alternate, concat
 from tether.schema.pointers import join
-from tether.schema.shapes import FALSE_NID, Lit, Obj, Refused, Str, Sub
+from tether.schema.shapes import FALSE_NID, Lit, Obj, Refused, SomeMember, Str, Sub
 
 if TYPE_CHECKING:
     from tether.schema.emit import Emitter
 
 MAX_PATTERN_REGIONS = 16  # key regions from patternProperties (2^patterns)
+MAX_SOME_MEMBER_FORMS = 16  # ways an object may satisfy its SomeMember constraints
+ANY_VALUE: Sub = frozenset({(FALSE_NID, True)})  # (not false: every value)
 
 # A slot: (member, kind) with kind "required", "optional" or "many" (undeclared keys).
 Slot = tuple[Expr, str]
@@ -44,10 +48,64 @@ Slot = tuple[Expr, str]
 
 def emit_object(o: Obj, em: Emitter) -> Expr | None:
     """The object text of ``o``; None when no object fits it."""
+    if o.some_members:
+        return _with_some_members(o, em)
+    return _emit(o, em, ())
+
+
+def _with_some_members(o: Obj, em: Emitter) -> Expr | None:
+    """The object text of ``o``, whose :class:`SomeMember` constraints each hold by one
+    of its named members (``properties`` or ``required``: that member is then required
+    and its value in the constraint's subschema too) or by a member of its own, whose
+    key names neither: one object form per way of choosing."""
+    norm = em.norm
+    names = _named(o)
+    closed = not o.pattern_props and any(not pats and _never(sub) for pats, sub in o.additional)
+    choices = []
+    for some in o.some_members:
+        in_region = [n for n in names if some.has_key(n, norm.members.matches)]
+        if some.sub == ANY_VALUE:  # only a key is asked for
+            if o.required & set(in_region):
+                continue  # a required key is one
+            if closed and len(in_region) == len(names):  # every key is one
+                o = replace(o, min_props=max(o.min_props, 1))
+                continue
+        choices.append((some, [None, *in_region]))
+    if not choices:
+        return _emit(replace(o, some_members=()), em, ())
+    if prod(len(c) for _, c in choices) > MAX_SOME_MEMBER_FORMS:
+        raise LimitExceeded(f"more than {MAX_SOME_MEMBER_FORMS} ways for an object to have "
+                            "the members 'not'/'oneOf' ask for", location=o.where)
+    forms: list[Expr] = []
+    for picked in product(*(c for _, c in choices)):
+        subs = {n: norm.value_sub(o, n) for n in picked if n is not None}
+        for (some, _), name in zip(choices, picked, strict=True):
+            if name is not None:
+                subs[name] |= some.sub
+        props = tuple((n, subs.pop(n, sub)) for n, sub in o.props) + tuple(subs.items())
+        plain = replace(o, props=props, some_members=(),
+                        required=o.required | {n for n in picked if n is not None})
+        own = tuple(some for (some, _), name in zip(choices, picked, strict=True)
+                    if name is None)
+        form = _emit(plain, em, own)
+        if form is not None:
+            forms.append(form)
+    return alternate(forms) if forms else em.empty(
+        "no object has the members 'not'/'oneOf' ask for", o.where)
+
+
+def _named(o: Obj) -> list[str]:
+    """The keys ``o`` names: its properties, then its other required keys."""
+    return [name for name, _ in o.props] + [r for r in sorted(o.required)
+                                             if o.declared(r) is None]
+
+
+def _emit(o: Obj, em: Emitter, own: tuple[SomeMember, ...]) -> Expr | None:
+    """The object text of ``o`` (no SomeMember) with one member for each of ``own``
+    besides, whose key ``o`` does not name."""
     norm = em.norm
     names = norm.of_sub(o.names)
-    keys = [name for name, _ in o.props] + [r for r in sorted(o.required)
-                                             if o.declared(r) is None]
+    keys = _named(o)
     declared = [(name, norm.value_sub(o, name)) for name in keys]
     members: list[tuple[str, Expr, bool]] = []
     for name, sub in declared:
@@ -67,6 +125,12 @@ def emit_object(o: Obj, em: Emitter) -> Expr | None:
         key = literal(_quoted(name))
         members.append((name, concat(key, em.layout.colon, value), required))
     extra = _extra_member(o, em, {name for name, _ in declared})
+    for some in own:
+        member = _extra_member(o, em, {name for name, _ in declared}, some)
+        if member is None:
+            return em.empty("no key outside the properties can hold what 'not'/'oneOf' "
+                            "ask for", some.where)
+        members.append((f"#{len(members)}", member, True))
     if em.any_order and (len(members) > 1 or o.min_props > 1 or o.max_props is not None):
         return _any_order(members, extra, o, em)
     orders = [members]
@@ -164,8 +228,11 @@ def sequence(slots: list[Slot], comma: Expr) -> tuple[Expr | None, bool]:
     return g, empty_ok
 
 
-def _extra_member(o: Obj, em: Emitter, declared: set[str]) -> Expr | None:
-    """A member whose key no property declares, or None if there can be none."""
+def _extra_member(o: Obj, em: Emitter, declared: set[str], some: SomeMember | None = None
+                  ) -> Expr | None:
+    """A member whose key no property declares, or None if there can be none; with
+    ``some``, one that also satisfies ``some`` (its key in the region, its value in the
+    subschema)."""
     patterns = sorted({p for p, _ in o.pattern_props}
                       | {p for pats, _ in o.additional for p in pats}
                       | {p for _, pats, _ in o.unevaluated for p in pats})
@@ -181,14 +248,22 @@ def _extra_member(o: Obj, em: Emitter, declared: set[str]) -> Expr | None:
                 *(s for p, s in o.pattern_props if p in inside),
                 *(s for pats, s in o.additional if not pats & inside),
                 *(s for _, pats, s in o.unevaluated if not pats & inside))
+            outside = set(patterns) - inside
+            if some is not None:
+                sub |= some.sub
+                inside, outside = inside | some.inside, outside | some.outside
+                if inside & outside:
+                    continue
             if _never(sub):
                 continue
-            value = em.ref(sub)
+            keys = _keys(names.shapes, inside, outside,
+                         declared | (some.excluded if some else set()), em, o)
+            value = em.ref(sub) if keys else None  # (keys first: a region may be empty)
             if value is None:
                 continue
-            for key in _keys(names.shapes, inside, set(patterns) - inside, declared, em, o):
-                forms.append(concat(key, em.layout.colon, value))
-    return em.named("extra", alternate(forms), o.where) if forms else None
+            forms += [concat(key, em.layout.colon, value) for key in keys]
+    what = "extra" if some is None else "some_member"
+    return em.named(what, alternate(forms), o.where) if forms else None
 
 
 def _keys(shapes, inside: set[str], outside: set[str], declared: set[str], em: Emitter,

@@ -15,6 +15,7 @@ say): it disappears when intersected with another kind and is an error if emitte
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
@@ -83,6 +84,25 @@ class Contains:
 
 
 @dataclass(frozen=True)
+class SomeMember:
+    """At least one member whose key no property of the negated schema declares
+    (``excluded``), matches every pattern of ``inside`` and none of ``outside``, and
+    whose value is in ``sub``: what breaking ``additionalProperties`` /
+    ``patternProperties`` means (an object's ``contains``)."""
+
+    inside: frozenset[str]
+    outside: frozenset[str]
+    excluded: frozenset[str]
+    sub: Sub
+    where: str
+
+    def has_key(self, name: str, matches: Callable[[str, str], bool]) -> bool:
+        """Whether key ``name`` is in the region (``matches(pattern, name)``)."""
+        return (name not in self.excluded and all(matches(p, name) for p in self.inside)
+                and not any(matches(p, name) for p in self.outside))
+
+
+@dataclass(frozen=True)
 class Arr:
     prefix: tuple[Sub, ...] = ()
     items: Sub = ANY
@@ -123,6 +143,7 @@ class Obj:
     evaluated_names: frozenset[str] = frozenset()
     evaluated_patterns: frozenset[str] = frozenset()
     evaluates_all: bool = False
+    some_members: tuple[SomeMember, ...] = ()  # each must hold (see SomeMember)
     kind = "object"
 
     def declared(self, name: str) -> Sub | None:
