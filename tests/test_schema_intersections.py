@@ -164,9 +164,10 @@ UNEVALUATED = [
 ]
 
 
-# Breaking additionalProperties/patternProperties (under not, and oneOf's exclusivity):
-# some key the negated schema does not declare has a value its region rejects. All
-# of these compile.
+# Breaking additionalProperties/patternProperties/propertyNames/format (under not, and
+# oneOf's exclusivity): some key the negated schema does not declare has a value its
+# region rejects, some key breaks propertyNames, a string has another shape. All of
+# these compile.
 UNDECLARED_BROKEN = [
     ("not additionalProperties false: some key",
      {"type": "object", "properties": {"a": {}}, "not": {"additionalProperties": False}},
@@ -195,6 +196,24 @@ UNDECLARED_BROKEN = [
                 {"type": "object", "patternProperties": {"^v": {"$ref": "#/$defs/n"}},
                  "additionalProperties": False, "minProperties": 1}]},
      [{"v": 1}, {"vv": 1}, {}, {"v": 1, "vw": 2}, {"w": 1}]),
+    ("not propertyNames: some key breaks it",
+     {"type": "object", "properties": {"ab": {}}, "not": {"propertyNames": {"maxLength": 2}}},
+     [{}, {"ab": 1}, {"abc": 1}, {"ab": 1, "xyz": 2}, {"x": 1, "y": 2}]),
+    ("two keys asked for, one key may be both",
+     {"type": "object", "not": {"anyOf": [{"propertyNames": {"not": {"enum": ["1", "3"]}}},
+                                          {"propertyNames": {"not": {"enum": ["2", "3"]}}},
+                                          {"propertyNames": {"not": {"enum": ["1", "3"]}}}]}},
+     [{"3": 1}, {"1": 1}, {"1": 1, "2": 1}, {"4": 1, "2": 1}, {"1": 1, "4": 2, "2": 3}]),
+    ("not propertyNames false: some key",
+     {"type": "object", "not": {"propertyNames": False}}, [{}, {"a": 1}]),
+    ("not format: a string of another shape",
+     {"type": "string", "not": {"format": "date"}},
+     ["2020-01-01", "2020-13-01", "x", ""]),
+    ("oneOf formats that overlap",
+     {"oneOf": [{"type": "string", "format": "ipv4"}, {"type": "string", "format": "email"}]},
+     ["1.2.3.4", "a@b.co", "x", "1.2.3.400"]),
+    ("not a format validators do not know: never broken",
+     {"not": {"type": "string", "format": "non-blank"}}, ["", "x", 1, None]),
 ]
 
 
@@ -202,7 +221,8 @@ UNDECLARED_BROKEN = [
                          ids=[c[0] for c in UNDECLARED_BROKEN])
 def test_undeclared_keys_that_break_the_negated_schema(interaction, schema, instances
                                                       ) -> None:
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = jsonschema.Draft202012Validator(
+        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
     compiled = tether.compile(tether.JsonSchema(schema, whitespace="compact"), VOCAB)
     for instance in instances:
         text = json.dumps(instance, separators=(",", ":"))

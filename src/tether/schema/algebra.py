@@ -183,7 +183,7 @@ def _strings(a: Str, b: Str) -> Str | Empty:
         return Empty(f"minLength {lo} > maxLength {hi}")
     return Str(lo, hi, a.patterns | b.patterns, a.excluded_patterns | b.excluded_patterns,
                a.excluded_values | b.excluded_values, a.formats | b.formats,
-               a.where or b.where)
+               a.where or b.where, a.excluded_formats | b.excluded_formats)
 
 
 def _arrays(a: Arr, b: Arr) -> Arr | Empty:
@@ -217,7 +217,8 @@ def _objects(a: Obj, b: Obj, norm: Normalizer) -> Obj | Empty:
               a.additional + b.additional, a.names | b.names, lo, hi, a.where or b.where,
               order, a.unevaluated + b.unevaluated, a.evaluated_names | b.evaluated_names,
               a.evaluated_patterns | b.evaluated_patterns, a.evaluates_all or b.evaluates_all,
-              a.some_members + tuple(m for m in b.some_members if m not in a.some_members))
+              a.some_members + tuple(m for m in b.some_members if not any(
+                  replace(m, where="") == replace(n, where="") for n in a.some_members)))
     return object_empty(out, norm)
 
 

@@ -45,10 +45,6 @@ from tether.schema.shapes import (
 ANY_RULE = "any"
 # Formats JSON Schema defines: one the value automata lack is refused (an assertion that
 # cannot be kept); any other name has no defined meaning and is an annotation.
-SPEC_FORMATS = frozenset({
-    "date-time", "date", "time", "duration", "email", "idn-email", "hostname",
-    "idn-hostname", "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid",
-    "uri-template", "json-pointer", "relative-json-pointer", "regex"})
 MAX_NESTING = 48  # subschemas nested inside one another while emitting
 _UNSET = object()
 _NO_STRING = "no string satisfies"  # how strings.json_string says its language is empty
@@ -190,14 +186,15 @@ class Emitter:
             raise CompileError(f"a string cannot have several formats ({names})",
                                location=s.where)
         for name in s.formats:
-            if name in SPEC_FORMATS and formats.format_expr(name, s.where) is None:
+            if name in formats.SPEC_FORMATS and formats.format_expr(name, s.where) is None:
                 report(f"unsupported format {name!r}", join(s.where, "format"),
                        strict=self.strict)
         return strings.json_string(
             min_length=s.min_len, max_length=s.max_len, patterns=tuple(sorted(s.patterns)),
             excluded_patterns=tuple(sorted(s.excluded_patterns)),
             excluded_values=tuple(sorted(s.excluded_values)),
-            format=next(iter(s.formats), None), location=s.where)
+            format=next(iter(s.formats), None),
+            excluded_formats=tuple(sorted(s.excluded_formats)), location=s.where)
 
     def number(self, n: Num) -> Expr | None:
         """The number texts of ``n``; None when no number fits (every one left is a

@@ -128,6 +128,13 @@ _FORMATS = {
 UNENFORCEABLE = frozenset({"regex", "iri", "iri-reference", "idn-email", "idn-hostname"})
 
 
+# The formats JSON Schema specifies (others are annotations a validator may not know)
+SPEC_FORMATS = frozenset({
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname",
+    "idn-hostname", "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid",
+    "uri-template", "json-pointer", "relative-json-pointer", "regex"})
+
+
 def format_expr(name: str, location: str = "") -> Node | None:
     """The decoded strings of format ``name`` (a code-point syntax tree), or None for a
     format that is an annotation only (number formats, names validators do not know).

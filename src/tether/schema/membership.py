@@ -29,6 +29,7 @@ from tether.schema.shapes import (
     Refused,
     Shape,
     Str,
+    Sub,
     Union,
     kind_of,
     value_key,
@@ -84,6 +85,13 @@ class Membership:
         """Whether the string ``name`` matches the JSON Schema ``pattern`` (a search)."""
         return self._string_in(name, Str(patterns=frozenset({pattern}))) is True
 
+    def has_name(self, name: str, names: Sub) -> bool:
+        """Whether key ``name`` satisfies ``names`` (undecided: raises, naming where)."""
+        verdict = self.in_union(name, self.norm.of_sub(names))
+        if isinstance(verdict, Refused):
+            raise CompileError(verdict.message, location=verdict.where)
+        return verdict
+
     def provably_empty(self, shape: Shape, depth: int = PROOF_DEPTH) -> bool:
         """True when ``shape`` allows no value (False: not shown)."""
         if isinstance(shape, Num):
@@ -110,13 +118,13 @@ class Membership:
         for fmt in sorted(shape.formats) or [None]:
             key = (shape.min_len, shape.max_len, tuple(sorted(shape.patterns)),
                    tuple(sorted(shape.excluded_patterns)), tuple(sorted(shape.excluded_values)),
-                   fmt)
+                   fmt, tuple(sorted(shape.excluded_formats)))
             dfa = self._dfas.get(key)
             if dfa is None:
                 node = strings.json_string(
                     min_length=shape.min_len, max_length=shape.max_len, patterns=key[2],
                     excluded_patterns=key[3], excluded_values=key[4], format=fmt,
-                    location=shape.where)
+                    excluded_formats=key[6], location=shape.where)
                 dfa = self._dfas[key] = LazyDFA(build_nfa(node))
             state = dfa.walk(dfa.start, text)
             if state == DEAD or not dfa.accepting[state]:
@@ -162,7 +170,8 @@ class Membership:
                 undecided = undecided or (verdict if isinstance(verdict, Refused) else None)
         for some in shape.some_members:
             hits = [self.in_union(item, self.norm.of_sub(some.sub))
-                    for key, item in value.items() if some.has_key(key, self.matches)]
+                    for key, item in value.items()
+                    if some.has_key(key, self.matches, self.has_name)]
             if True not in hits:
                 refused = next((h for h in hits if isinstance(h, Refused)), None)
                 if refused is None:

@@ -17,6 +17,8 @@ from decimal import Decimal
 from itertools import combinations
 from typing import TYPE_CHECKING
 
+from tether.errors import CompileError
+from tether.schema import formats
 from tether.schema.algebra import intersect_unions
 from tether.schema.objects import MAX_PATTERN_REGIONS
 from tether.schema.shapes import (
@@ -106,8 +108,17 @@ def _breaks(s: Shape, where: str, keyword: str, norm: Normalizer,
         if s.excluded_values:
             out.append(Lit("string", tuple(json.dumps(v, ensure_ascii=False)
                                            for v in sorted(s.excluded_values))))
-        if s.formats:
-            out.append(refuse("'format'"))
+        for name in sorted(s.formats):
+            try:
+                known = formats.format_expr(name) is not None
+            except CompileError:
+                known = False
+            if known:
+                out.append(Str(excluded_formats=frozenset({name})))
+            elif name in formats.SPEC_FORMATS:
+                out.append(refuse(f"format {name!r}"))
+            # (a format validators do not know never fails: nothing breaks it)
+        out += [Str(formats=frozenset({name})) for name in sorted(s.excluded_formats)]
         return out
     if isinstance(s, Arr):
         return _not_array(s, refuse)
@@ -204,8 +215,10 @@ def _not_object(s: Obj, refuse, norm: Normalizer, keys: frozenset[str] | None
             out.append(refuse("'unevaluatedProperties'"))
         elif undeclared:
             out += _undeclared_broken(s, refuse)
-        if s.names != ANY:
-            out.append(refuse("'propertyNames'"))
+        if s.names != ANY:  # some key breaks it
+            out.append(Obj(some_members=(SomeMember(
+                frozenset(), frozenset(), frozenset(), ANY, s.where,
+                names=negate_sub(s.names)),)))
     if s.some_members:
         out.append(refuse("a member that must be present in a key region"))
     if s.min_props > 0:
@@ -235,6 +248,6 @@ def _undeclared_broken(s: Obj, refuse) -> list[Shape]:
                 *(asub for pats, asub in s.additional if not pats & inside))
             if sub != ANY:
                 out.append(Obj(some_members=(SomeMember(
-                    inside, frozenset(patterns) - inside, declared, negate_sub(sub),
-                    s.where),)))
+                    inside, frozenset(patterns) - inside, declared,
+                    ANY if sub == NEVER else negate_sub(sub), s.where),)))
     return out

@@ -22,6 +22,7 @@ SPEC §13).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import replace
 from itertools import combinations, product
 from math import prod
@@ -33,14 +34,13 @@ from tether.grammar.ir import AnyOrder, Expr
 from tether.grammar.lower import any_order_derives
 from tether.schema.json_text import alternate, concat
 from tether.schema.pointers import join
-from tether.schema.shapes import FALSE_NID, Lit, Obj, Refused, SomeMember, Str, Sub
+from tether.schema.shapes import ANY, FALSE_NID, Lit, Obj, Refused, SomeMember, Str, Sub
 
 if TYPE_CHECKING:
     from tether.schema.emit import Emitter
 
 MAX_PATTERN_REGIONS = 16  # key regions from patternProperties (2^patterns)
 MAX_SOME_MEMBER_FORMS = 16  # ways an object may satisfy its SomeMember constraints
-ANY_VALUE: Sub = frozenset({(FALSE_NID, True)})  # (not false: every value)
 
 # A slot: (member, kind) with kind "required", "optional" or "many" (undeclared keys).
 Slot = tuple[Expr, str]
@@ -56,15 +56,17 @@ def emit_object(o: Obj, em: Emitter) -> Expr | None:
 def _with_some_members(o: Obj, em: Emitter) -> Expr | None:
     """The object text of ``o``, whose :class:`SomeMember` constraints each hold by one
     of its named members (``properties`` or ``required``: that member is then required
-    and its value in the constraint's subschema too) or by a member of its own, whose
-    key names neither: one object form per way of choosing."""
+    and its value in the constraint's subschema too) or by a member whose key names
+    neither — one such member may hold several of them: one object form per way of
+    choosing."""
     norm = em.norm
     names = _named(o)
     closed = not o.pattern_props and any(not pats and _never(sub) for pats, sub in o.additional)
     choices = []
     for some in o.some_members:
-        in_region = [n for n in names if some.has_key(n, norm.members.matches)]
-        if some.sub == ANY_VALUE:  # only a key is asked for
+        in_region = [n for n in names
+                     if some.has_key(n, norm.members.matches, norm.members.has_name)]
+        if some.sub == ANY:  # only a key is asked for
             if o.required & set(in_region):
                 continue  # a required key is one
             if closed and len(in_region) == len(names):  # every key is one
@@ -77,6 +79,7 @@ def _with_some_members(o: Obj, em: Emitter) -> Expr | None:
         raise LimitExceeded(f"more than {MAX_SOME_MEMBER_FORMS} ways for an object to have "
                             "the members 'not'/'oneOf' ask for", location=o.where)
     forms: list[Expr] = []
+    n_forms = 0
     for picked in product(*(c for _, c in choices)):
         subs = {n: norm.value_sub(o, n) for n in picked if n is not None}
         for (some, _), name in zip(choices, picked, strict=True):
@@ -85,13 +88,42 @@ def _with_some_members(o: Obj, em: Emitter) -> Expr | None:
         props = tuple((n, subs.pop(n, sub)) for n, sub in o.props) + tuple(subs.items())
         plain = replace(o, props=props, some_members=(),
                         required=o.required | {n for n in picked if n is not None})
-        own = tuple(some for (some, _), name in zip(choices, picked, strict=True)
-                    if name is None)
-        form = _emit(plain, em, own)
-        if form is not None:
-            forms.append(form)
+        own = [some for (some, _), name in zip(choices, picked, strict=True)
+               if name is None]
+        for groups in _partitions(own):
+            n_forms += 1
+            if n_forms > MAX_SOME_MEMBER_FORMS:
+                raise LimitExceeded(f"more than {MAX_SOME_MEMBER_FORMS} ways for an object to "
+                                    "have the members 'not'/'oneOf' ask for", location=o.where)
+            form = _emit(plain, em, tuple(_together(g) for g in groups))
+            if form is not None:
+                forms.append(form)
     return alternate(forms) if forms else em.empty(
         "no object has the members 'not'/'oneOf' ask for", o.where)
+
+
+def _partitions(items: list[SomeMember]) -> Iterator[list[list[SomeMember]]]:
+    """Every way to split ``items`` into non-empty groups (the members they ask for,
+    one per group)."""
+    if not items:
+        yield []
+        return
+    first, rest = items[0], items[1:]
+    for groups in _partitions(rest):
+        yield [[first], *groups]
+        for i in range(len(groups)):
+            yield [*groups[:i], [first, *groups[i]], *groups[i + 1:]]
+
+
+def _together(group: list[SomeMember]) -> SomeMember:
+    """One member that holds every constraint of ``group``."""
+    if len(group) == 1:
+        return group[0]
+    return SomeMember(frozenset().union(*(s.inside for s in group)),
+                      frozenset().union(*(s.outside for s in group)),
+                      frozenset().union(*(s.excluded for s in group)),
+                      frozenset().union(*(s.sub for s in group)), group[0].where,
+                      frozenset().union(*(s.names for s in group)))
 
 
 def _named(o: Obj) -> list[str]:
@@ -239,7 +271,7 @@ def _extra_member(o: Obj, em: Emitter, declared: set[str], some: SomeMember | No
     if 2 ** len(patterns) > MAX_PATTERN_REGIONS:
         raise LimitExceeded(f"more than {MAX_PATTERN_REGIONS} key regions from "
                             "patternProperties", location=o.where)
-    names = em.norm.of_sub(o.names)
+    names = em.norm.of_sub(o.names if some is None else o.names | some.names)
     forms: list[Expr] = []
     for k in range(len(patterns) + 1):
         for chosen in combinations(patterns, k):
@@ -279,7 +311,7 @@ def _keys(shapes, inside: set[str], outside: set[str], declared: set[str], em: E
             key = em.string(Str(shape.min_len, shape.max_len, shape.patterns | inside,
                                 shape.excluded_patterns | outside,
                                 shape.excluded_values | declared, shape.formats,
-                                shape.where or o.where))
+                                shape.where or o.where, shape.excluded_formats))
             if key is not None:
                 out.append(key)
         elif shape.kind == "string":

@@ -53,7 +53,8 @@ class RuntimeChecks:
 def counted(s: Str) -> Str | None:
     """``s`` without its ``maxLength``, if the matcher may count it instead (no pattern
     or format: the string can end at any length); else None."""
-    if s.max_len is None or s.patterns or s.excluded_patterns or s.formats:
+    if s.max_len is None or s.patterns or s.excluded_patterns or s.formats \
+            or s.excluded_formats:
         return None
     return replace(s, max_len=None)
 

@@ -72,6 +72,7 @@ class Str:
     excluded_values: frozenset[str] = frozenset()
     formats: frozenset[str] = frozenset()
     where: str = ""
+    excluded_formats: frozenset[str] = frozenset()  # (the complement of ``format``)
     kind = "string"
 
 
@@ -86,20 +87,25 @@ class Contains:
 @dataclass(frozen=True)
 class SomeMember:
     """At least one member whose key no property of the negated schema declares
-    (``excluded``), matches every pattern of ``inside`` and none of ``outside``, and
-    whose value is in ``sub``: what breaking ``additionalProperties`` /
-    ``patternProperties`` means (an object's ``contains``)."""
+    (``excluded``), matches every pattern of ``inside`` and none of ``outside`` and
+    satisfies ``names``, and whose value is in ``sub``: what breaking
+    ``additionalProperties``/``patternProperties``/``propertyNames`` means (an
+    object's ``contains``)."""
 
     inside: frozenset[str]
     outside: frozenset[str]
     excluded: frozenset[str]
     sub: Sub
     where: str
+    names: Sub = ANY
 
-    def has_key(self, name: str, matches: Callable[[str, str], bool]) -> bool:
-        """Whether key ``name`` is in the region (``matches(pattern, name)``)."""
+    def has_key(self, name: str, matches: Callable[[str, str], bool],
+                named: Callable[[str, Sub], bool]) -> bool:
+        """Whether key ``name`` is in the region (``matches(pattern, name)``,
+        ``named(name, names)``)."""
         return (name not in self.excluded and all(matches(p, name) for p in self.inside)
-                and not any(matches(p, name) for p in self.outside))
+                and not any(matches(p, name) for p in self.outside)
+                and (self.names == ANY or named(name, self.names)))
 
 
 @dataclass(frozen=True)

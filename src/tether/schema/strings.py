@@ -83,12 +83,13 @@ _LINE_TERMINATORS = normalize([(10, 10), (13, 13), (0x2028, 0x2029)])
 def json_string(*, min_length: int = 0, max_length: int | None = None,
                 patterns: Sequence[str] = (), excluded_patterns: Sequence[str] = (),
                 excluded_values: Sequence[str] = (), format: str | None = None,  # noqa: A002
-                location: str = "") -> Node:
+                excluded_formats: Sequence[str] = (), location: str = "") -> Node:
     """The JSON string literals (quotes included) whose decoded value has ``min_length``
     to ``max_length`` code points, contains a match of every regex of ``patterns``, of
-    none of ``excluded_patterns``, is none of ``excluded_values`` and has ``format``
-    (unknown formats are ignored). :class:`CompileError` at ``location`` when no string
-    qualifies or a pattern is not supported (at ``location + "/pattern"``)."""
+    none of ``excluded_patterns``, is none of ``excluded_values``, has ``format`` and
+    none of ``excluded_formats`` (unknown formats are ignored). :class:`CompileError` at
+    ``location`` when no string qualifies or a pattern is not supported (at
+    ``location + "/pattern"``)."""
     if not isinstance(min_length, int) or min_length < 0:
         raise CompileError(f"minLength must be a non-negative integer, not {min_length!r}",
                            location=f"{location}/minLength")
@@ -99,7 +100,7 @@ def json_string(*, min_length: int = 0, max_length: int | None = None,
         raise CompileError(f"no string has at least {min_length} and at most {max_length} "
                            "characters", location=f"{location}/maxLength")
     key = (min_length, max_length, tuple(patterns), tuple(excluded_patterns),
-           tuple(excluded_values), format)
+           tuple(excluded_values), format, tuple(excluded_formats))
     try:
         node = _STRINGS.get(key, lambda: _built_or_refused(key))
     except CompileError:
@@ -146,7 +147,7 @@ _STRINGS: PieceCache[Node | _Refused] = PieceCache("json_string", max_entries=10
 
 def _json_string(min_length: int, max_length: int | None, patterns: tuple[str, ...],
                  excluded_patterns: tuple[str, ...], excluded_values: tuple[str, ...],
-                 fmt: str | None, location: str) -> Node:
+                 fmt: str | None, excluded_formats: tuple[str, ...], location: str) -> Node:
     # Leading lookaheads become patterns and excluded patterns (schema/lookaheads.py)
     split = [split_lookaheads(p) for p in patterns]
     patterns = tuple(sorted({q for required, _ in split for q in required}))
@@ -158,7 +159,9 @@ def _json_string(min_length: int, max_length: int | None, patterns: tuple[str, .
         parts.append(fmt_node)
     for p in excluded_patterns:
         pattern_language(p, location)  # an unsupported pattern raises here
-    excluded = excluded_patterns or excluded_values
+    excluded_nodes = {name: node for name in excluded_formats
+                      if (node := format_expr(name, f"{location}/format")) is not None}
+    excluded = excluded_patterns or excluded_values or excluded_nodes
     counted = min_length > 0 or max_length is not None
     if not excluded and not counted and len(parts) <= 1 and fmt_node is None \
             and not _has_automaton(parts):
@@ -169,8 +172,7 @@ def _json_string(min_length: int, max_length: int | None, patterns: tuple[str, .
     where = f"{location}/pattern" if patterns else location
     dfas = [_pattern_dfa(p, where) for p in patterns]
     if fmt_node is not None:
-        dfas.append(_DECODED.get(("format", fmt), lambda: _frozen(to_dfa(fmt_node,
-                                                                          location=where))))
+        dfas.append(_format_dfa(fmt, fmt_node, where))
     dfa = dfas[0] if dfas else _DECODED.get(("any",), lambda: _frozen(to_dfa(ANY_STAR)))
     for other in dfas[1:]:
         dfa = intersect_dfa(dfa, other, location=where)
@@ -179,6 +181,8 @@ def _json_string(min_length: int, max_length: int | None, patterns: tuple[str, .
         dfa = difference_dfa(dfa, _pattern_dfa(p, location), location=location)
     if excluded_values:
         dfa = difference_dfa(dfa, _words_dfa(excluded_values), location=location)
+    for name, node in excluded_nodes.items():
+        dfa = difference_dfa(dfa, _format_dfa(name, node, location), location=location)
     if counted and not dfa.is_empty():
         where = f"{location}/maxLength" if max_length is not None else f"{location}/minLength"
         dfa = count_characters(dfa, min_length, max_length, location=where)
@@ -222,6 +226,11 @@ def _pattern_dfa(pattern: str, location: str) -> Dfa:
     already by :func:`pattern_language`), shared."""
     return _DECODED.get(("pattern", pattern), lambda: _frozen(_search_with_markers(
         _EcmaParser(pattern, RegexFlags()).parse(), location)))
+
+
+def _format_dfa(name: str, node: Node, location: str) -> Dfa:
+    """The DFA of the decoded strings of format ``name`` (whose tree is ``node``), shared."""
+    return _DECODED.get(("format", name), lambda: _frozen(to_dfa(node, location=location)))
 
 
 def _frozen(dfa: Dfa) -> Dfa:
