@@ -166,8 +166,8 @@ UNEVALUATED = [
 
 # Breaking additionalProperties/patternProperties/propertyNames/format (under not, and
 # oneOf's exclusivity): some key the negated schema does not declare has a value its
-# region rejects, some key breaks propertyNames, a string has another shape. All of
-# these compile.
+# region rejects, some key breaks propertyNames, a string has another shape; and
+# breaking that again. All of these compile.
 UNDECLARED_BROKEN = [
     ("not additionalProperties false: some key",
      {"type": "object", "properties": {"a": {}}, "not": {"additionalProperties": False}},
@@ -204,6 +204,17 @@ UNDECLARED_BROKEN = [
                                           {"propertyNames": {"not": {"enum": ["2", "3"]}}},
                                           {"propertyNames": {"not": {"enum": ["1", "3"]}}}]}},
      [{"3": 1}, {"1": 1}, {"1": 1, "2": 1}, {"4": 1, "2": 1}, {"1": 1, "4": 2, "2": 3}]),
+    ("not not patternProperties: every matching key's value",
+     {"type": "object", "not": {"not": {"patternProperties": {"^x": {"type": "integer"}}}}},
+     [{"x1": 1}, {"x1": "a"}, {"y": "a"}, {}, {"x1": 1, "x2": []}]),
+    ("not not additionalProperties beside properties",
+     {"type": "object", "properties": {"foo": {}},
+      "not": {"not": {"properties": {"foo": {"type": "string"}},
+                      "additionalProperties": {"type": "integer"}}}},
+     [{"foo": "a", "b": 1}, {"foo": 1}, {"b": "x"}, {"foo": "a"}, {"b": 2, "c": 3}]),
+    ("not not propertyNames",
+     {"type": "object", "not": {"not": {"propertyNames": {"maxLength": 2}}}},
+     [{"ab": 1}, {"abc": 1}, {}]),
     ("not propertyNames false: some key",
      {"type": "object", "not": {"propertyNames": False}}, [{}, {"a": 1}]),
     ("not format: a string of another shape",

@@ -19,6 +19,7 @@ from tether.schema.shapes import (
     FALSE_NID,
     Arr,
     Bool,
+    KeyRegion,
     Lit,
     Null,
     Num,
@@ -217,9 +218,15 @@ def _objects(a: Obj, b: Obj, norm: Normalizer) -> Obj | Empty:
               a.additional + b.additional, a.names | b.names, lo, hi, a.where or b.where,
               order, a.unevaluated + b.unevaluated, a.evaluated_names | b.evaluated_names,
               a.evaluated_patterns | b.evaluated_patterns, a.evaluates_all or b.evaluates_all,
-              a.some_members + tuple(m for m in b.some_members if not any(
-                  replace(m, where="") == replace(n, where="") for n in a.some_members)))
+              _regions(a.some_members, b.some_members),
+              _regions(a.every_member, b.every_member))
     return object_empty(out, norm)
+
+
+def _regions(a: tuple[KeyRegion, ...], b: tuple[KeyRegion, ...]) -> tuple[KeyRegion, ...]:
+    """The key regions of both (equal ones from different places once)."""
+    return a + tuple(r for r in b if not any(replace(r, where="") == replace(q, where="")
+                                             for q in a))
 
 
 def object_empty(o: Obj, norm: Normalizer) -> Obj | Empty:

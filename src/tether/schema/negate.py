@@ -13,6 +13,7 @@ an error only if it survives to emission.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from decimal import Decimal
 from itertools import combinations
 from typing import TYPE_CHECKING
@@ -29,13 +30,13 @@ from tether.schema.shapes import (
     Arr,
     Bool,
     Contains,
+    KeyRegion,
     Lit,
     Null,
     Num,
     Obj,
     Refused,
     Shape,
-    SomeMember,
     Str,
     Sub,
     Union,
@@ -200,7 +201,7 @@ def _not_object(s: Obj, refuse, norm: Normalizer, keys: frozenset[str] | None
         if sub != ANY:
             out.append(Obj(props=((name, negate_sub(sub)),), required=frozenset({name})))
     undeclared = any(sub != ANY for _, sub in s.pattern_props + s.additional) \
-        or any(sub != ANY for _, _, sub in s.unevaluated)
+        or any(sub != ANY for _, _, sub in s.unevaluated) or bool(s.every_member)
     if keys is not None and (undeclared or s.names != ANY):
         names = norm.of_sub(s.names)
         for key in sorted(keys):
@@ -215,12 +216,21 @@ def _not_object(s: Obj, refuse, norm: Normalizer, keys: frozenset[str] | None
             out.append(refuse("'unevaluatedProperties'"))
         elif undeclared:
             out += _undeclared_broken(s, refuse)
+            declared = frozenset(name for name, _ in s.props)
+            out += [Obj(some_members=(replace(r, excluded=r.excluded | declared,
+                                              sub=_negated(r.sub)),))
+                    for r in s.every_member]
         if s.names != ANY:  # some key breaks it
-            out.append(Obj(some_members=(SomeMember(
+            out.append(Obj(some_members=(KeyRegion(
                 frozenset(), frozenset(), frozenset(), ANY, s.where,
                 names=negate_sub(s.names)),)))
-    if s.some_members:
-        out.append(refuse("a member that must be present in a key region"))
+    for r in s.some_members:  # every member of the region has another value
+        if r.sub == ANY and not (r.inside or r.outside or r.excluded):
+            out.append(Obj(names=negate_sub(r.names)))  # no key is in the region
+        elif r.names != ANY:
+            out.append(refuse("'propertyNames' together with patterns"))
+        else:
+            out.append(Obj(every_member=(replace(r, sub=_negated(r.sub)),)))
     if s.min_props > 0:
         out.append(Obj(max_props=s.min_props - 1))
     if s.max_props is not None:
@@ -231,7 +241,7 @@ def _not_object(s: Obj, refuse, norm: Normalizer, keys: frozenset[str] | None
 
 def _undeclared_broken(s: Obj, refuse) -> list[Shape]:
     """Objects with a key ``s`` declares no property for whose value breaks what
-    ``patternProperties``/``additionalProperties`` ask of it: one :class:`SomeMember` per
+    ``patternProperties``/``additionalProperties`` ask of it: one :class:`KeyRegion` per
     key region (the patterns the key matches) that asks anything."""
     patterns = sorted({p for p, _ in s.pattern_props} | {p for pats, _ in s.additional
                                                           for p in pats})
@@ -247,7 +257,12 @@ def _undeclared_broken(s: Obj, refuse) -> list[Shape]:
                 *(psub for p, psub in s.pattern_props if p in inside),
                 *(asub for pats, asub in s.additional if not pats & inside))
             if sub != ANY:
-                out.append(Obj(some_members=(SomeMember(
-                    inside, frozenset(patterns) - inside, declared,
-                    ANY if sub == NEVER else negate_sub(sub), s.where),)))
+                out.append(Obj(some_members=(KeyRegion(
+                    inside, frozenset(patterns) - inside, declared, _negated(sub),
+                    s.where),)))
     return out
+
+
+def _negated(sub: Sub) -> Sub:
+    """``negate_sub``, with the negations of ``true`` and ``false`` spelled as such."""
+    return NEVER if sub == ANY else ANY if sub == NEVER else negate_sub(sub)

@@ -164,6 +164,9 @@ class Normalizer:
         for names, patterns, usub in obj.unevaluated:
             if name not in names and not any(self.members.matches(p, name) for p in patterns):
                 out |= usub
+        for region in obj.every_member:
+            if region.has_key(name, self.members.matches, self.members.has_name):
+                out |= region.sub
         return frozenset(out)
 
     def satisfies(self, value: Any, shape: Shape) -> bool | Refused:

@@ -34,13 +34,13 @@ from tether.grammar.ir import AnyOrder, Expr
 from tether.grammar.lower import any_order_derives
 from tether.schema.json_text import alternate, concat
 from tether.schema.pointers import join
-from tether.schema.shapes import ANY, FALSE_NID, Lit, Obj, Refused, SomeMember, Str, Sub
+from tether.schema.shapes import ANY, FALSE_NID, KeyRegion, Lit, Obj, Refused, Str, Sub
 
 if TYPE_CHECKING:
     from tether.schema.emit import Emitter
 
 MAX_PATTERN_REGIONS = 16  # key regions from patternProperties (2^patterns)
-MAX_SOME_MEMBER_FORMS = 16  # ways an object may satisfy its SomeMember constraints
+MAX_SOME_MEMBER_FORMS = 16  # ways an object may satisfy its KeyRegion constraints
 
 # A slot: (member, kind) with kind "required", "optional" or "many" (undeclared keys).
 Slot = tuple[Expr, str]
@@ -48,13 +48,15 @@ Slot = tuple[Expr, str]
 
 def emit_object(o: Obj, em: Emitter) -> Expr | None:
     """The object text of ``o``; None when no object fits it."""
+    if o.every_member:
+        o = _excluded_declared(o, em)
     if o.some_members:
         return _with_some_members(o, em)
     return _emit(o, em, ())
 
 
 def _with_some_members(o: Obj, em: Emitter) -> Expr | None:
-    """The object text of ``o``, whose :class:`SomeMember` constraints each hold by one
+    """The object text of ``o``, whose :class:`KeyRegion` constraints each hold by one
     of its named members (``properties`` or ``required``: that member is then required
     and its value in the constraint's subschema too) or by a member whose key names
     neither — one such member may hold several of them: one object form per way of
@@ -102,7 +104,18 @@ def _with_some_members(o: Obj, em: Emitter) -> Expr | None:
         "no object has the members 'not'/'oneOf' ask for", o.where)
 
 
-def _partitions(items: list[SomeMember]) -> Iterator[list[list[SomeMember]]]:
+def _excluded_declared(o: Obj, em: Emitter) -> Obj:
+    """``o`` with the keys its ``every_member`` regions leave out declared (optional,
+    their values as before): then whether a key ``o`` does not declare is in a region
+    is a matter of patterns alone."""
+    names = sorted({e for r in o.every_member for e in r.excluded}
+                   - {name for name, _ in o.props})
+    if not names:
+        return o
+    return replace(o, props=o.props + tuple((e, em.norm.value_sub(o, e)) for e in names))
+
+
+def _partitions(items: list[KeyRegion]) -> Iterator[list[list[KeyRegion]]]:
     """Every way to split ``items`` into non-empty groups (the members they ask for,
     one per group)."""
     if not items:
@@ -115,11 +128,11 @@ def _partitions(items: list[SomeMember]) -> Iterator[list[list[SomeMember]]]:
             yield [*groups[:i], [first, *groups[i]], *groups[i + 1:]]
 
 
-def _together(group: list[SomeMember]) -> SomeMember:
+def _together(group: list[KeyRegion]) -> KeyRegion:
     """One member that holds every constraint of ``group``."""
     if len(group) == 1:
         return group[0]
-    return SomeMember(frozenset().union(*(s.inside for s in group)),
+    return KeyRegion(frozenset().union(*(s.inside for s in group)),
                       frozenset().union(*(s.outside for s in group)),
                       frozenset().union(*(s.excluded for s in group)),
                       frozenset().union(*(s.sub for s in group)), group[0].where,
@@ -132,8 +145,8 @@ def _named(o: Obj) -> list[str]:
                                              if o.declared(r) is None]
 
 
-def _emit(o: Obj, em: Emitter, own: tuple[SomeMember, ...]) -> Expr | None:
-    """The object text of ``o`` (no SomeMember) with one member for each of ``own``
+def _emit(o: Obj, em: Emitter, own: tuple[KeyRegion, ...]) -> Expr | None:
+    """The object text of ``o`` (no KeyRegion) with one member for each of ``own``
     besides, whose key ``o`` does not name."""
     norm = em.norm
     names = norm.of_sub(o.names)
@@ -260,14 +273,17 @@ def sequence(slots: list[Slot], comma: Expr) -> tuple[Expr | None, bool]:
     return g, empty_ok
 
 
-def _extra_member(o: Obj, em: Emitter, declared: set[str], some: SomeMember | None = None
+def _extra_member(o: Obj, em: Emitter, declared: set[str], some: KeyRegion | None = None
                   ) -> Expr | None:
     """A member whose key no property declares, or None if there can be none; with
     ``some``, one that also satisfies ``some`` (its key in the region, its value in the
     subschema)."""
+    if any(r.names != ANY for r in o.every_member):  # (negate.py does not make these)
+        raise CompileError("a key region with propertyNames is not supported", location=o.where)
     patterns = sorted({p for p, _ in o.pattern_props}
                       | {p for pats, _ in o.additional for p in pats}
-                      | {p for _, pats, _ in o.unevaluated for p in pats})
+                      | {p for _, pats, _ in o.unevaluated for p in pats}
+                      | {p for r in o.every_member for p in r.inside | r.outside})
     if 2 ** len(patterns) > MAX_PATTERN_REGIONS:
         raise LimitExceeded(f"more than {MAX_PATTERN_REGIONS} key regions from "
                             "patternProperties", location=o.where)
@@ -279,7 +295,8 @@ def _extra_member(o: Obj, em: Emitter, declared: set[str], some: SomeMember | No
             sub: Sub = frozenset().union(
                 *(s for p, s in o.pattern_props if p in inside),
                 *(s for pats, s in o.additional if not pats & inside),
-                *(s for _, pats, s in o.unevaluated if not pats & inside))
+                *(s for _, pats, s in o.unevaluated if not pats & inside),
+                *(r.sub for r in o.every_member if r.inside <= inside and not r.outside & inside))
             outside = set(patterns) - inside
             if some is not None:
                 sub |= some.sub

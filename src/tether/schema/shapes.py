@@ -85,12 +85,14 @@ class Contains:
 
 
 @dataclass(frozen=True)
-class SomeMember:
-    """At least one member whose key no property of the negated schema declares
-    (``excluded``), matches every pattern of ``inside`` and none of ``outside`` and
-    satisfies ``names``, and whose value is in ``sub``: what breaking
-    ``additionalProperties``/``patternProperties``/``propertyNames`` means (an
-    object's ``contains``)."""
+class KeyRegion:
+    """The keys that are none of ``excluded`` (the properties a negated schema declares),
+    match every pattern of ``inside`` and none of ``outside`` and satisfy ``names``, with
+    a subschema ``sub`` for their values. An object's ``some_members`` each ask for at
+    least one member in the region whose value is in ``sub`` (what breaking
+    ``additionalProperties``/``patternProperties``/``propertyNames`` means: an object's
+    ``contains``); its ``every_member`` ask that each member in the region have its
+    value in ``sub`` (what breaking such a constraint again means)."""
 
     inside: frozenset[str]
     outside: frozenset[str]
@@ -149,7 +151,8 @@ class Obj:
     evaluated_names: frozenset[str] = frozenset()
     evaluated_patterns: frozenset[str] = frozenset()
     evaluates_all: bool = False
-    some_members: tuple[SomeMember, ...] = ()  # each must hold (see SomeMember)
+    some_members: tuple[KeyRegion, ...] = ()  # each must hold (see KeyRegion)
+    every_member: tuple[KeyRegion, ...] = ()  # (see KeyRegion)
     kind = "object"
 
     def declared(self, name: str) -> Sub | None:
