@@ -372,8 +372,10 @@ def test_full_queue_is_429_with_retry_after(smollm2_gguf):
 def test_timeout_ends_the_generation(smollm2_gguf):
     with running_server("--timeout", "2") as slow:
         client = openai.OpenAI(base_url=f"{slow.url}/v1", api_key="x", max_retries=0)
-        reply = client.chat.completions.create(
+        reply = client.chat.completions.create(  # (a string that cannot end within 2 s)
             model="any", messages=[{"role": "user", "content": "A very long story."}],
+            response_format={"type": "json_schema", "json_schema": {
+                "name": "story", "schema": {"type": "string", "minLength": 2000}}},
             max_tokens=3000, seed=0)
     assert reply.choices[0].finish_reason == "length"
     assert reply.choices[0].model_extra["tether"]["stop_reason"] == "timeout"

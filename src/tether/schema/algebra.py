@@ -236,9 +236,19 @@ def object_empty(o: Obj, norm: Normalizer) -> Obj | Empty:
     if o.max_props is not None and len(o.required) > o.max_props:
         return Empty(f"{len(o.required)} required properties > maxProperties {o.max_props}")
     for name in sorted(o.required):
-        if _never(norm.value_sub(o, name)):
+        sub = norm.value_sub(o, name)
+        if _never(sub) or contradicts(sub):
             return Empty(f"property {name!r} is required but not allowed")
     return o
+
+def contradicts(sub: Sub) -> bool:
+    """Whether ``sub`` asks for a part (or all parts of a negated set) and its negation."""
+    for part, negated in sub:
+        if negated and ((part, False) in sub or (
+                isinstance(part, frozenset) and part and part <= sub)):
+            return True
+    return False
+
 
 
 def _never(sub: Sub) -> bool:

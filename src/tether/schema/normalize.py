@@ -27,7 +27,13 @@ from typing import Any
 
 from tether.errors import CompileError, LimitExceeded
 from tether.schema import membership
-from tether.schema.algebra import Empty, intersect, intersect_unions, object_empty
+from tether.schema.algebra import (
+    Empty,
+    contradicts,
+    intersect,
+    intersect_unions,
+    object_empty,
+)
 from tether.schema.keywords import ENFORCED, UNSUPPORTED, check_keywords, is_trivial
 from tether.schema.negate import complement
 from tether.schema.pointers import join, scope_of, scoped
@@ -101,7 +107,7 @@ class Normalizer:
         hit = self._subs.get(sub)
         if hit is not None:
             return hit
-        out = TOP if not _contradicts(sub) else Union(
+        out = TOP if not contradicts(sub) else Union(
             (), ("a subschema and its negation both apply here", _where(next(iter(sub))[0])))
         # (what the positive parts allow first: a negation is taken within their kinds)
         for part, negated in sorted(sub, key=lambda p: (p[1], repr(p))) if out.shapes else ():
@@ -616,12 +622,3 @@ def _strings(s: dict, key: str, where: str) -> frozenset[str]:
     if not isinstance(value, str):
         raise CompileError(f"{key} must be a string", location=join(where, key))
     return frozenset({value})
-
-
-def _contradicts(sub: Sub) -> bool:
-    """Whether ``sub`` asks for a part (or all parts of a negated set) and its negation."""
-    for part, negated in sub:
-        if negated and ((part, False) in sub or (
-                isinstance(part, frozenset) and part and part <= sub)):
-            return True
-    return False
