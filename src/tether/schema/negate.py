@@ -238,7 +238,6 @@ def _not_object(s: Obj, refuse, norm: Normalizer, keys: frozenset[str] | None
     return out
 
 
-
 def _undeclared_broken(s: Obj, refuse) -> list[Shape]:
     """Objects with a key ``s`` declares no property for whose value breaks what
     ``patternProperties``/``additionalProperties`` ask of it: one :class:`KeyRegion` per

@@ -25,7 +25,6 @@ import json
 from collections.abc import Iterator
 from dataclasses import replace
 from itertools import combinations, product
-from math import prod
 from typing import TYPE_CHECKING
 
 from tether.automata.regex_ast import Repeat, literal
@@ -77,9 +76,6 @@ def _with_some_members(o: Obj, em: Emitter) -> Expr | None:
         choices.append((some, [None, *in_region]))
     if not choices:
         return _emit(replace(o, some_members=()), em, ())
-    if prod(len(c) for _, c in choices) > MAX_SOME_MEMBER_FORMS:
-        raise LimitExceeded(f"more than {MAX_SOME_MEMBER_FORMS} ways for an object to have "
-                            "the members 'not'/'oneOf' ask for", location=o.where)
     forms: list[Expr] = []
     n_forms = 0
     for picked in product(*(c for _, c in choices)):
@@ -133,10 +129,10 @@ def _together(group: list[KeyRegion]) -> KeyRegion:
     if len(group) == 1:
         return group[0]
     return KeyRegion(frozenset().union(*(s.inside for s in group)),
-                      frozenset().union(*(s.outside for s in group)),
-                      frozenset().union(*(s.excluded for s in group)),
-                      frozenset().union(*(s.sub for s in group)), group[0].where,
-                      frozenset().union(*(s.names for s in group)))
+                     frozenset().union(*(s.outside for s in group)),
+                     frozenset().union(*(s.excluded for s in group)),
+                     frozenset().union(*(s.sub for s in group)), group[0].where,
+                     frozenset().union(*(s.names for s in group)))
 
 
 def _named(o: Obj) -> list[str]:
