@@ -47,7 +47,6 @@ ANY_RULE = "any"
 # cannot be kept); any other name has no defined meaning and is an annotation.
 MAX_NESTING = 48  # subschemas nested inside one another while emitting
 _UNSET = object()
-_NO_STRING = "no string satisfies"  # how strings.json_string says its language is empty
 _LONG_STRING = "the length bound needs"  # … and that a maxLength is too large for it
 
 
@@ -172,7 +171,7 @@ class Emitter:
                 expr = self._string(uncounted)  # the matcher counts the code points
                 self.length_checked[length_key(s)] = (s.max_len, join(s.where, "maxLength"))
             except CompileError as e:
-                if not e.message.startswith(_NO_STRING):
+                if not e.message.startswith(strings.NO_STRING):
                     raise
                 self._no_string[key] = (e.message, e.location or s.where)
                 self._strings[key] = None

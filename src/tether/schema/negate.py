@@ -15,13 +15,12 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from decimal import Decimal
-from itertools import combinations
 from typing import TYPE_CHECKING
 
-from tether.errors import CompileError
+from tether.errors import CompileError, LimitExceeded
 from tether.schema import formats
 from tether.schema.algebra import intersect_unions
-from tether.schema.objects import MAX_PATTERN_REGIONS
+from tether.schema.objects import key_regions
 from tether.schema.shapes import (
     ANY,
     KINDS,
@@ -244,21 +243,19 @@ def _undeclared_broken(s: Obj, refuse) -> list[Shape]:
     key region (the patterns the key matches) that asks anything."""
     patterns = sorted({p for p, _ in s.pattern_props} | {p for pats, _ in s.additional
                                                           for p in pats})
-    if 2 ** len(patterns) > MAX_PATTERN_REGIONS:
-        return [refuse(f"'patternProperties' with more than {MAX_PATTERN_REGIONS} key "
-                       "regions")]
+    try:
+        regions = key_regions(patterns, s.where)
+    except LimitExceeded as e:
+        return [refuse(f"'patternProperties' ({e.message})")]
     declared = frozenset(name for name, _ in s.props)
     out: list[Shape] = []
-    for k in range(len(patterns) + 1):
-        for chosen in combinations(patterns, k):
-            inside = frozenset(chosen)
-            sub: Sub = frozenset().union(
-                *(psub for p, psub in s.pattern_props if p in inside),
-                *(asub for pats, asub in s.additional if not pats & inside))
-            if sub != ANY:
-                out.append(Obj(some_members=(KeyRegion(
-                    inside, frozenset(patterns) - inside, declared, _negated(sub),
-                    s.where),)))
+    for inside in regions:
+        sub: Sub = frozenset().union(
+            *(psub for p, psub in s.pattern_props if p in inside),
+            *(asub for pats, asub in s.additional if not pats & inside))
+        if sub != ANY:
+            out.append(Obj(some_members=(KeyRegion(
+                inside, frozenset(patterns) - inside, declared, _negated(sub), s.where),)))
     return out
 
 

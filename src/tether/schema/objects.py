@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import replace
-from itertools import combinations, product
+from itertools import product
 from typing import TYPE_CHECKING
 
 from tether.automata.regex_ast import Repeat, literal
@@ -34,11 +34,12 @@ from tether.grammar.lower import any_order_derives
 from tether.schema.json_text import alternate, concat
 from tether.schema.pointers import join
 from tether.schema.shapes import ANY, FALSE_NID, KeyRegion, Lit, Obj, Refused, Str, Sub
+from tether.schema.strings import NO_STRING, json_string
 
 if TYPE_CHECKING:
     from tether.schema.emit import Emitter
 
-MAX_PATTERN_REGIONS = 16  # key regions from patternProperties (2^patterns)
+MAX_PATTERN_REGIONS = 64  # key regions from patternProperties (sets of patterns)
 MAX_SOME_MEMBER_FORMS = 16  # ways an object may satisfy its KeyRegion constraints
 
 # A slot: (member, kind) with kind "required", "optional" or "many" (undeclared keys).
@@ -280,35 +281,62 @@ def _extra_member(o: Obj, em: Emitter, declared: set[str], some: KeyRegion | Non
                       | {p for pats, _ in o.additional for p in pats}
                       | {p for _, pats, _ in o.unevaluated for p in pats}
                       | {p for r in o.every_member for p in r.inside | r.outside})
-    if 2 ** len(patterns) > MAX_PATTERN_REGIONS:
-        raise LimitExceeded(f"more than {MAX_PATTERN_REGIONS} key regions from "
-                            "patternProperties", location=o.where)
     names = em.norm.of_sub(o.names if some is None else o.names | some.names)
     forms: list[Expr] = []
-    for k in range(len(patterns) + 1):
-        for chosen in combinations(patterns, k):
-            inside = set(chosen)
-            sub: Sub = frozenset().union(
-                *(s for p, s in o.pattern_props if p in inside),
-                *(s for pats, s in o.additional if not pats & inside),
-                *(s for _, pats, s in o.unevaluated if not pats & inside),
-                *(r.sub for r in o.every_member if r.inside <= inside and not r.outside & inside))
-            outside = set(patterns) - inside
-            if some is not None:
-                sub |= some.sub
-                inside, outside = inside | some.inside, outside | some.outside
-                if inside & outside:
-                    continue
-            if _never(sub):
+    for region in key_regions(patterns, o.where):
+        inside = set(region)
+        sub: Sub = frozenset().union(
+            *(s for p, s in o.pattern_props if p in inside),
+            *(s for pats, s in o.additional if not pats & inside),
+            *(s for _, pats, s in o.unevaluated if not pats & inside),
+            *(r.sub for r in o.every_member if r.inside <= inside and not r.outside & inside))
+        outside = set(patterns) - inside
+        if some is not None:
+            sub |= some.sub
+            inside, outside = inside | some.inside, outside | some.outside
+            if inside & outside:
                 continue
-            keys = _keys(names.shapes, inside, outside,
-                         declared | (some.excluded if some else set()), em, o)
-            value = em.ref(sub) if keys else None  # (keys first: a region may be empty)
-            if value is None:
-                continue
-            forms += [concat(key, em.layout.colon, value) for key in keys]
+        if _never(sub):
+            continue
+        keys = _keys(names.shapes, inside, outside,
+                     declared | (some.excluded if some else set()), em, o)
+        value = em.ref(sub) if keys else None  # (keys first: a region may be empty)
+        if value is None:
+            continue
+        forms += [concat(key, em.layout.colon, value) for key in keys]
     what = "extra" if some is None else "some_member"
     return em.named(what, alternate(forms), o.where) if forms else None
+
+
+def key_regions(patterns: list[str], where: str) -> list[frozenset[str]]:
+    """The key regions of ``patterns`` (``patternProperties``, ``additionalProperties``):
+    the sets of them some key can match together, decided pattern by pattern — a set is
+    dropped as soon as no string matches all of its patterns, so patterns that exclude
+    one another (``^name$``, ``^title_…$``) give one region each, not every subset."""
+    regions: list[frozenset[str]] = [frozenset()]
+    for pattern in patterns:
+        grown = []
+        for region in regions:
+            grown.append(region)
+            with_it = region | {pattern}
+            if len(with_it) == 1 or _matched_together(with_it):
+                grown.append(with_it)
+        regions = grown
+        if len(regions) > MAX_PATTERN_REGIONS:
+            raise LimitExceeded(f"more than {MAX_PATTERN_REGIONS} key regions from "
+                                "patternProperties", location=where)
+    return regions
+
+
+def _matched_together(patterns: frozenset[str]) -> bool:
+    """Whether some string has a match of every pattern of ``patterns``."""
+    try:
+        json_string(patterns=tuple(sorted(patterns)))
+    except CompileError as e:
+        if e.message.startswith(NO_STRING):
+            return False
+        raise
+    return True
 
 
 def _keys(shapes, inside: set[str], outside: set[str], declared: set[str], em: Emitter,

@@ -80,6 +80,9 @@ _ECMA_CLASSES = {"d": ((48, 57),), "w": ((48, 57), (65, 90), (95, 95), (97, 122)
 _LINE_TERMINATORS = normalize([(10, 10), (13, 13), (0x2028, 0x2029)])
 
 
+NO_STRING = "no string satisfies"  # how json_string says its language is empty
+
+
 def json_string(*, min_length: int = 0, max_length: int | None = None,
                 patterns: Sequence[str] = (), excluded_patterns: Sequence[str] = (),
                 excluded_values: Sequence[str] = (), format: str | None = None,  # noqa: A002
@@ -167,7 +170,7 @@ def _json_string(min_length: int, max_length: int | None, patterns: tuple[str, .
             and not _has_automaton(parts):
         decoded = parts[0] if parts else ANY_STAR
         if is_empty(decoded):
-            raise CompileError("no string satisfies this schema", location=location)
+            raise CompileError(f"{NO_STRING} this schema", location=location)
         return Concat((_QUOTE, _encode_tree(decoded), _QUOTE), location)
     where = f"{location}/pattern" if patterns else location
     dfas = [_pattern_dfa(p, where) for p in patterns]
@@ -187,7 +190,7 @@ def _json_string(min_length: int, max_length: int | None, patterns: tuple[str, .
         where = f"{location}/maxLength" if max_length is not None else f"{location}/minLength"
         dfa = count_characters(dfa, min_length, max_length, location=where)
     if dfa.is_empty():
-        raise CompileError("no string satisfies this schema (its pattern, format, length "
+        raise CompileError(f"{NO_STRING} this schema (its pattern, format, length "
                            "and exclusions contradict each other)", location=location)
     encoded = _encode_dfa(dfa, location)
     if excluded_values and not (parts or excluded_patterns or counted):
