@@ -241,6 +241,7 @@ def object_empty(o: Obj, norm: Normalizer) -> Obj | Empty:
             return Empty(f"property {name!r} is required but not allowed")
     return o
 
+
 def contradicts(sub: Sub) -> bool:
     """Whether ``sub`` asks for a part (or all parts of a negated set) and its negation."""
     for part, negated in sub:
@@ -248,7 +249,6 @@ def contradicts(sub: Sub) -> bool:
                 isinstance(part, frozenset) and part and part <= sub)):
             return True
     return False
-
 
 
 def _never(sub: Sub) -> bool:

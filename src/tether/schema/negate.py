@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from tether.errors import CompileError, LimitExceeded
 from tether.schema import formats
 from tether.schema.algebra import intersect_unions
-from tether.schema.objects import key_regions
+from tether.schema.objects import key_regions, region_sub
 from tether.schema.shapes import (
     ANY,
     KINDS,
@@ -249,10 +249,8 @@ def _undeclared_broken(s: Obj, refuse) -> list[Shape]:
         return [refuse(f"'patternProperties' ({e.message})")]
     declared = frozenset(name for name, _ in s.props)
     out: list[Shape] = []
-    for inside in regions:
-        sub: Sub = frozenset().union(
-            *(psub for p, psub in s.pattern_props if p in inside),
-            *(asub for pats, asub in s.additional if not pats & inside))
+    for inside in regions:  # (unevaluatedProperties is refused before)
+        sub = region_sub(s, inside)
         if sub != ANY:
             out.append(Obj(some_members=(KeyRegion(
                 inside, frozenset(patterns) - inside, declared, _negated(sub), s.where),)))

@@ -285,10 +285,7 @@ def _extra_member(o: Obj, em: Emitter, declared: set[str], some: KeyRegion | Non
     forms: list[Expr] = []
     for region in key_regions(patterns, o.where):
         inside = set(region)
-        sub: Sub = frozenset().union(
-            *(s for p, s in o.pattern_props if p in inside),
-            *(s for pats, s in o.additional if not pats & inside),
-            *(s for _, pats, s in o.unevaluated if not pats & inside),
+        sub = region_sub(o, region).union(
             *(r.sub for r in o.every_member if r.inside <= inside and not r.outside & inside))
         outside = set(patterns) - inside
         if some is not None:
@@ -306,6 +303,15 @@ def _extra_member(o: Obj, em: Emitter, declared: set[str], some: KeyRegion | Non
         forms += [concat(key, em.layout.colon, value) for key in keys]
     what = "extra" if some is None else "some_member"
     return em.named(what, alternate(forms), o.where) if forms else None
+
+
+def region_sub(o: Obj, inside: frozenset[str]) -> Sub:
+    """What ``patternProperties``, ``additionalProperties`` and ``unevaluatedProperties``
+    ask of the value of a key ``o`` does not declare that matches the patterns
+    ``inside`` and no other."""
+    return frozenset().union(*(s for p, s in o.pattern_props if p in inside),
+                             *(s for pats, s in o.additional if not pats & inside),
+                             *(s for _, pats, s in o.unevaluated if not pats & inside))
 
 
 def key_regions(patterns: list[str], where: str) -> list[frozenset[str]]:
