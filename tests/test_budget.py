@@ -98,6 +98,26 @@ def test_bound_is_exact_on_small_automata(constraint) -> None:
                                                                        memo), (state, k)
 
 
+@pytest.mark.parametrize("constraint", SMALL_CONSTRAINTS, ids=repr)
+def test_budget_masks_keep_exactly_the_tokens_that_fit(constraint) -> None:
+    """A budget mask (a parser's skips its walk when every token surely fits) keeps a
+    token iff the state it leads to completes within the budget."""
+    compiled = tether.compile(constraint, SMALL_VOCAB)
+    states, frontier = {compiled.matcher().state}, [compiled.matcher().state]
+    for _ in range(3):
+        frontier = [t for s in frontier for token in SMALL_TOKENS
+                    if (t := compiled.dfa.walk(s, token)) != 0 and t not in states
+                    and not states.add(t)]
+    for state in states:
+        allowed = tether.engine.bitmask.to_ids(compiled.state_mask(state), SMALL_VOCAB.size)
+        for k in range(6):
+            fit = [t for t in allowed.tolist() if SMALL_VOCAB.is_eos(t) or
+                   compiled.completes_within(compiled.dfa.walk(state, SMALL_TOKENS[t]), k)]
+            kept = tether.engine.bitmask.to_ids(compiled.budget_mask(state, k),
+                                                SMALL_VOCAB.size)
+            assert kept.tolist() == fit, (state, k)
+
+
 def _check_runs(vocab, constraint, budgets: int, seed: int = 0) -> None:
     compiled = tether.compile(constraint, vocab)
     for budget, session, stop in budget_runs(compiled, budgets, seed):

@@ -4,7 +4,8 @@ tether/engine/json_checks.py): ``uniqueItems`` on items that are not a small fin
 too large for an automaton (code points counted). Walks are compared with the
 ``jsonschema`` validator; masks are checked token by token on the byte vocabulary and in
 random sessions with SmolLM2's tokenizer (multi-byte tokens that close one item and open
-the next)."""
+the next). With ``distinct_keys`` (the generation policy) no object gets a key twice,
+the keys patterns and ``additionalProperties`` allow included."""
 
 from __future__ import annotations
 
@@ -161,3 +162,55 @@ def test_long_strings_that_cannot_be_located_are_refused(schema, where: str) -> 
     with pytest.raises(CompileError) as err:
         tether.compile(tether.JsonSchema(schema), BYTES)
     assert err.value.location == where
+
+
+TITLES = {"type": "object", "patternProperties": {"^title_[a-z]{2}$": {"type": "integer"}},
+          "additionalProperties": False}
+
+
+def _keys_repeat(text: bytes) -> bool:
+    repeated = []
+    json.loads(text, object_pairs_hook=lambda pairs: repeated.extend(
+        k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i])))
+    return bool(repeated)
+
+
+def test_distinct_keys_refuse_the_token_that_decides_a_repeated_key() -> None:
+    compiled = tether.compile(tether.JsonSchema(TITLES, whitespace="compact",
+                                                distinct_keys=True), BYTES)
+    matcher = compiled.matcher()
+    matcher.consume_many(list(b'{"title_id":1,"title_i'))
+    assert not bitmask.is_allowed(matcher.mask(), ord("d"))  # then only a quote: decided
+    assert bitmask.is_allowed(matcher.mask(), ord("e"))
+    assert not compiled.check('{"title_id":1,"title_id":2}').matches
+    assert compiled.check('{"title_id":1,"title_ie":2}').matches
+    free = tether.compile(tether.JsonSchema({"type": "object"}, whitespace="compact",
+                                            distinct_keys=True), BYTES)
+    matcher = free.matcher()
+    matcher.consume_many(list(b'{"a":{"a":1,"b":2},"ab":3,"a'))
+    assert not bitmask.is_allowed(matcher.mask(), ord('"'))  # "a" again, at this level
+    assert bitmask.is_allowed(matcher.mask(), ord("b")) and bitmask.is_allowed(
+        matcher.mask(), ord("c"))  # "ab" may go on ("abc"); its quote is refused later
+    matcher.consume_many(list(b'b'))
+    assert not bitmask.is_allowed(matcher.mask(), ord('"'))
+    spec = tether.compile(tether.JsonSchema(TITLES, whitespace="compact"), BYTES)
+    assert spec.check('{"title_id":1,"title_id":2}').matches  # off: the schema's meaning
+
+
+def test_generation_writes_no_key_twice(smollm2_vocab) -> None:
+    """Random sessions under the generation policy (which turns distinct keys on), with
+    SmolLM2's multi-byte tokens (a token may close a value and write the next key)."""
+    from tether.session import compile_for_generation
+
+    validator = jsonschema.Draft202012Validator(TITLES)
+    for schema in (TITLES, {"type": "object", "additionalProperties": {"type": "integer"},
+                            "minProperties": 2}):
+        compiled = compile_for_generation(tether.JsonSchema(schema), smollm2_vocab)
+        assert compiled.stats["distinct_keys"]
+        for seed in range(6):
+            session, stop = run_session(compiled, 96, seed)
+            text = session.text().encode()
+            assert stop == "constraint_complete", (stop, text)
+            assert not _keys_repeat(text), text
+            if schema is TITLES:
+                assert validator.is_valid(json.loads(text)), text

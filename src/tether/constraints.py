@@ -79,6 +79,10 @@ class JsonSchema:
     - ``formats``: ``"assert"`` (the default) enforces ``format`` on strings (a generated
       ``date`` is a date); ``"annotate"`` ignores it, as JSON Schema 2020-12 does by
       default (and its test suite expects).
+    - ``distinct_keys``: no object has the same key twice (JSON allows it; most
+      consumers do not). Declared properties come once anyway; this also keeps keys that
+      patterns or ``additionalProperties`` allow apart. Off by default (the schema's
+      meaning); the generation policy turns it on (docs/json-schema.md).
 
     The schema is kept as JSON text so the constraint is hashable (compile cache key).
     """
@@ -90,12 +94,14 @@ class JsonSchema:
     strict: bool = True
     registry_json: str = "{}"
     formats: Literal["assert", "annotate"] = "assert"
+    distinct_keys: bool = False
 
     def __init__(self, schema: Any, *, whitespace: Literal["default", "compact"] = "default",
                  max_whitespace: int = WHITESPACE_DEFAULT_MAX,
                  property_order: Literal["schema", "any"] = "any", strict: bool = True,
                  registry: Mapping[str, Any] | None = None,
-                 formats: Literal["assert", "annotate"] = "assert") -> None:
+                 formats: Literal["assert", "annotate"] = "assert",
+                 distinct_keys: bool = False) -> None:
         if isinstance(schema, str):
             schema = json_input.parse(schema, "the schema")
         if not isinstance(schema, dict | bool):
@@ -116,6 +122,7 @@ class JsonSchema:
         object.__setattr__(self, "property_order", property_order)
         object.__setattr__(self, "strict", bool(strict))
         object.__setattr__(self, "formats", formats)
+        object.__setattr__(self, "distinct_keys", bool(distinct_keys))
         object.__setattr__(self, "registry_json",
                            json_input.dump(dict(registry or {}), "the registry"))
 

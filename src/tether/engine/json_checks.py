@@ -1,6 +1,6 @@
-"""What a JSON matcher checks beside the grammar: distinct array items (``uniqueItems``)
-and the code points of long strings (``maxLength`` too large for an automaton). Which
-values, and why it is exact: :mod:`tether.schema.runtime_checks`.
+"""What a JSON matcher checks beside the grammar: distinct array items (``uniqueItems``),
+the code points of long strings (``maxLength`` too large for an automaton) and distinct
+object keys. Which values, and why it is exact: :mod:`tether.schema.runtime_checks`.
 
 :class:`JsonChecksMatcher` wraps the matcher of the JSON grammar and reads the same
 bytes with a small JSON scanner (:class:`Scan`, one immutable snapshot per consumed
@@ -14,6 +14,11 @@ token, so rollback and fork are free).
   quote, bracket, comma or white space, or starting with ``t``/``f``/``n``; inside a
   string, those with a quote) are read by the scanner — a Python loop, so masks in
   checked arrays cost milliseconds.
+- With distinct keys, a token that closes a key its object already has is not allowed.
+  Inside a key, those are found by a lookup: the tokens whose bytes before their first
+  quote spell the rest of a key written before (a per-vocabulary index), and the
+  scanner reads those with a backslash; elsewhere a token must hold two quotes (three
+  inside a string value) to write a whole key, and the scanner reads those few.
 - Inside a counted string, a token that would take it past its bound is not allowed.
   No token can while the bound is further than a token's length: then the mask is the
   grammar's; near it, tokens are judged by their code points before any quote
@@ -46,7 +51,8 @@ _LITERALS = {ord("t"): (True, 4), ord("f"): (False, 5), ord("n"): (None, 4)}
 class Frame(NamedTuple):
     """An open container: its path; for an array the index of its current item, the
     canonical values of its items so far (checked arrays only), where the current item
-    began in the text (-1: none open); for an object its current member's key."""
+    began in the text (-1: none open); for an object its current member's key and, with
+    distinct keys, the keys it has (``seen``)."""
 
     array: bool
     path: tuple
@@ -69,7 +75,8 @@ class Scan(NamedTuple):
 
 
 class Refused(Exception):  # noqa: N818 - a signal, not an error
-    """The bytes repeat an item of a checked array or make a counted string too long."""
+    """The bytes repeat an item of a checked array or a key of an object, or make a
+    counted string too long."""
 
 
 def canonical(value: Any) -> Any:
@@ -91,11 +98,13 @@ def _value(text: bytes) -> Any:
 
 class Scanner:
     """Reads JSON text byte by byte, raising :class:`Refused` where a checked array gets
-    an item equal to an earlier one or a counted string grows past its bound."""
+    an item equal to an earlier one, an object a key it has (distinct keys) or a counted
+    string grows past its bound."""
 
     def __init__(self, checks: RuntimeChecks) -> None:
         self.unique = checks.unique
         self.lengths = checks.lengths
+        self.distinct_keys = checks.distinct_keys
 
     def checked(self, path: tuple) -> bool:
         return any(_matches(p, path) for p in self.unique)
@@ -116,6 +125,10 @@ class Scanner:
                     if is_key:
                         top = frames[-1]
                         key = json.loads(full.slice(start, at + 1))
+                        if top.seen is not None:
+                            if key in top.seen:
+                                raise Refused
+                            top = top._replace(seen=top.seen | {key})
                         frames = (*frames[:-1], top._replace(key=key))
                         mode, is_key = "colon", False
                     else:
@@ -182,7 +195,8 @@ class Scanner:
                     mode, left = "literal", length - 1
                 elif b == 0x5B or b == 0x7B:
                     array = b == 0x5B
-                    seen = frozenset() if array and self.checked(path) else None
+                    seen = frozenset() if (self.checked(path) if array
+                                           else self.distinct_keys) else None
                     frames = (*frames, Frame(array, path, 0, None, seen, -1))
                     mode = "value" if array else "key"
                 else:
@@ -282,6 +296,7 @@ class JsonChecksCompiled(Compiled):
             except Refused:
                 return CheckResult(False, i, b"", (
                     "uniqueItems: an item repeats" if scan.mode != "string"
+                    else "a key repeats" if scan.is_key
                     else f"maxLength: more than {scan.limit} characters",))
         return result
 
@@ -296,7 +311,8 @@ class JsonChecksCompiled(Compiled):
     @property
     def stats(self) -> dict[str, Any]:
         return {**self.inner.stats, "unique_arrays": len(self.scanner.unique),
-                "counted_strings": len(self.scanner.lengths)}
+                "counted_strings": len(self.scanner.lengths),
+                "distinct_keys": self.scanner.distinct_keys}
 
 
 class JsonChecksMatcher(Matcher):
@@ -323,10 +339,11 @@ class JsonChecksMatcher(Matcher):
     def mask(self) -> np.ndarray:
         words = self.inner.mask()
         scan = self._scans[-1]
-        in_array = any(f.seen is not None for f in scan.frames)
+        in_array = any(f.array and f.seen is not None for f in scan.frames)
+        keyed = any(f.seen for f in scan.frames if not f.array)  # keys to keep apart
         near_limit = scan.limit is not None and scan.mode in ("string", "escape", "hex") \
             and scan.count + self.vocab.max_token_bytes > scan.limit
-        if not (in_array or near_limit):
+        if not (in_array or keyed or near_limit):
             return words
         if self._mask is not None and self._mask[0] is scan:
             return self._mask[1]
@@ -335,6 +352,8 @@ class JsonChecksMatcher(Matcher):
         read = np.zeros_like(words)  # the tokens the scanner reads
         if in_array:
             read |= _deciding(self.vocab, in_string)
+        if keyed:
+            read |= self._repeated_keys(scan, out)
         if near_limit and in_string:
             out &= ~bitmask.from_ids(_too_long(self.vocab, words, scan.count, scan.limit),
                                      self.vocab.size)
@@ -346,6 +365,46 @@ class JsonChecksMatcher(Matcher):
                 out[token >> 5] &= ~np.uint32(1 << (token & 31))
         self._mask = (scan, out)
         return out
+
+    def _repeated_keys(self, scan: Scan, out: np.ndarray) -> np.ndarray:
+        """Take out of ``out`` the tokens that close the key being written as one its
+        object has (found by the index); return the tokens the scanner must read: those
+        that may write a whole key (or, inside a key, close it with an escape)."""
+        vocab = self.vocab
+        in_text = scan.mode in ("string", "escape", "hex")
+        if not (in_text and scan.is_key):  # a whole key: two quotes (three in a value)
+            return _with_quotes(vocab, 3 if in_text else 2)
+        read = _with_quotes(vocab, 3)  # (this key, then another object's)
+        top = scan.frames[-1]
+        try:
+            if scan.mode != "string":
+                raise ValueError  # (inside an escape)
+            written = bytes(self._text[scan.start + 1:]).decode()
+            if "\\" in written:
+                raise ValueError
+        except ValueError:
+            return read | _with_quotes(vocab, 1)
+        closing, exact = _before_quote(vocab), _by_bytes(vocab)
+        for key in top.seen:  # type: ignore[union-attr]
+            if key.startswith(written):
+                rest = json.dumps(key[len(written):], ensure_ascii=False)[1:-1].encode()
+                refused = list(closing.get(rest, ()))
+                if rest in exact and self._ends_after(rest):  # decided without its quote
+                    refused += exact[rest]
+                if refused:
+                    out &= ~bitmask.from_ids(refused, vocab.size)
+        return read | (_escaping(vocab) & _with_quotes(vocab, 1))
+
+    def _ends_after(self, data: bytes) -> bool:
+        """Whether after ``data`` the grammar lets the key being written only end (its
+        text is then decided, a quote before it is read)."""
+        twin = self.inner.fork()
+        try:
+            twin.consume_many(self.vocab.segment(data))
+        except ConstraintViolation:
+            return False
+        go_on = twin.mask() & ~_with_bytes(self.vocab, b"", first=b'"')
+        return not (go_on & ~bitmask.from_bool(self.vocab.end_of_generation)).any()
 
     def allowed(self, token_id: int) -> bool:
         if not self.inner.allowed(token_id):
@@ -452,6 +511,37 @@ def _deciding(vocab: Vocabulary, in_string: bool) -> np.ndarray:
     if in_string:
         return _with_bytes(vocab, b'"', first=b"")
     return _with_bytes(vocab, b'"[]{},' + _WS, first=bytes(_LITERALS))
+
+
+@lru_cache(maxsize=16)
+def _with_quotes(vocab: Vocabulary, n: int) -> np.ndarray:
+    """The tokens with at least ``n`` quotes."""
+    flat, offsets = vocab.flat_tokens
+    cum = np.concatenate([[0], np.cumsum(flat == 0x22)])
+    counts = cum[offsets[1:]] - cum[offsets[:-1]]
+    return bitmask.from_ids(np.flatnonzero(counts[:offsets.size - 1] >= n), vocab.size)
+
+
+@lru_cache(maxsize=8)
+def _by_bytes(vocab: Vocabulary) -> dict[bytes, list[int]]:
+    """The tokens without a quote or backslash, by their bytes."""
+    out: dict[bytes, list[int]] = {}
+    for token in range(vocab.size):
+        data = vocab.token_bytes(token)
+        if data and b'"' not in data and b"\\" not in data:
+            out.setdefault(data, []).append(token)
+    return out
+
+
+@lru_cache(maxsize=8)
+def _before_quote(vocab: Vocabulary) -> dict[bytes, list[int]]:
+    """The tokens with a quote and no backslash before it, by their bytes before it."""
+    out: dict[bytes, list[int]] = {}
+    for token in bitmask.to_ids(_with_quotes(vocab, 1), vocab.size).tolist():
+        head = vocab.token_bytes(token).split(b'"', 1)[0]
+        if b"\\" not in head:
+            out.setdefault(head, []).append(token)
+    return out
 
 
 def _with_bytes(vocab: Vocabulary, anywhere: bytes, first: bytes) -> np.ndarray:

@@ -10,6 +10,7 @@ saying why and where, never an empty language at run time.
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 from tether.constraints import JsonSchema
 from tether.errors import CompileError
@@ -19,7 +20,7 @@ from tether.schema.json_text import Layout
 from tether.schema.normalize import Normalizer
 from tether.schema.pointers import scope_of
 from tether.schema.resolve import Resolver
-from tether.schema.runtime_checks import checked_paths
+from tether.schema.runtime_checks import RuntimeChecks, checked_paths
 
 START = "json"
 
@@ -56,6 +57,8 @@ def _compile(constraint: JsonSchema) -> Grammar:
     checks = checked_paths(norm, frozenset({("", False)}), emitter.unique_checked,
                            emitter.length_checked) \
         if emitter.unique_checked or emitter.length_checked else None
+    if constraint.distinct_keys and emitter.extra_keys:
+        checks = replace(checks or RuntimeChecks(), distinct_keys=True)
     return Grammar(rules, START, {**emitter.where, START: ""}, constraint.schema_json,
                    runtime_checks=checks)
 

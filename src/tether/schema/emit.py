@@ -70,6 +70,7 @@ class Emitter:
         # arrays allow any items here, strings (by length_key) whose maxLength it counts
         self.unique_checked: set[str] = set()
         self.length_checked: dict[Str, tuple[int, str]] = {}
+        self.extra_keys = False  # some object may have keys no property declares
 
     def ref(self, sub: Sub) -> Expr | None:
         """The rule of ``sub`` (built on first use); None if no value fits it."""
@@ -100,6 +101,7 @@ class Emitter:
     def any_value(self) -> Ref:
         """The rule of an unconstrained JSON value."""
         if ANY_RULE not in self.rules:
+            self.extra_keys = True  # (its objects take any keys)
             self.rules[ANY_RULE] = CharSet(())  # placeholder while it refers to itself
             self.rules[ANY_RULE] = self.layout.any_value(Ref(ANY_RULE))
             self.where[ANY_RULE] = ""

@@ -301,8 +301,10 @@ def _extra_member(o: Obj, em: Emitter, declared: set[str], some: KeyRegion | Non
         if value is None:
             continue
         forms += [concat(key, em.layout.colon, value) for key in keys]
-    what = "extra" if some is None else "some_member"
-    return em.named(what, alternate(forms), o.where) if forms else None
+    if not forms:
+        return None
+    em.extra_keys = True
+    return em.named("extra" if some is None else "some_member", alternate(forms), o.where)
 
 
 def region_sub(o: Obj, inside: frozenset[str]) -> Sub:

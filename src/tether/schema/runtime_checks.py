@@ -1,4 +1,5 @@
-"""What the matcher checks beside the grammar: distinct items, long strings' lengths.
+"""What the matcher checks beside the grammar: distinct items, long strings' lengths,
+distinct keys.
 
 Two JSON Schema constraints are left to the matcher (:mod:`tether.engine.json_checks`),
 which reads the text with a JSON scanner as it is generated:
@@ -16,6 +17,13 @@ which reads the text with a JSON scanner as it is generated:
   ``maxLength: 65535``) on a string with no pattern or format: the grammar bounds the
   string by its other constraints only and the matcher counts its code points (a string
   without a pattern can end at any length, so counting is exact).
+
+- Distinct keys (:class:`~tether.JsonSchema`'s ``distinct_keys``, which the generation
+  policy turns on): keys a pattern or ``additionalProperties`` allows could be written
+  twice in one object (JSON allows it; most consumers do not). The grammar gives each
+  declared property once; the matcher refuses a key an object already has, in every
+  object — a key is decided by its closing quote, and a string with no other key
+  allowed than the ones written is rare (then the object cannot go on).
 
 The matcher knows a value by its path in the JSON text, so these values must be found at
 fixed paths from the root (:func:`checked_paths`): the walk follows declared properties
@@ -43,11 +51,13 @@ MAX_PATH_DEPTH = 24  # nesting the walk follows to find the checked values
 
 @dataclass(frozen=True)
 class RuntimeChecks:
-    """The paths of the arrays whose items must be distinct, and of the strings whose
-    code points are counted (with their ``maxLength``)."""
+    """The paths of the arrays whose items must be distinct, of the strings whose code
+    points are counted (with their ``maxLength``), and whether objects' keys must be
+    distinct."""
 
     unique: tuple[Path, ...] = ()
     lengths: tuple[tuple[Path, int], ...] = ()
+    distinct_keys: bool = False
 
 
 def counted(s: Str) -> Str | None:

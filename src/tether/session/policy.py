@@ -5,7 +5,9 @@ them, in any order. Generation should not ramble, though: a small model left tha
 freedom invents keys (the same one forty times) and never gets to the required ones.
 So by default (``extra_properties="forbid"``) a run compiles the schema *closed* —
 objects that declare properties get no others (:func:`~tether.schema.closed.closed_schema`)
-— with properties in schema order, each key at most once. The output still validates
+— with properties in schema order, each key at most once — in every object, keys that
+patterns or ``additionalProperties`` allow included (``JsonSchema(distinct_keys=True)``:
+the matcher refuses a key an object already has). The output still validates
 against the caller's schema: it is a subset of it. Integers the schema does not bound are
 kept to the ones every JSON consumer reads exactly, ±(2^53 − 1) (``SAFE_INTEGER``): a
 small model otherwise writes sixty digits. Where closing leaves a schema tether
@@ -57,7 +59,8 @@ def _candidates(constraint: Any, extra_properties: str) -> list[Any]:
         return [constraint]
     options = {"registry": constraint.registry, "whitespace": constraint.whitespace,
                "max_whitespace": constraint.max_whitespace, "property_order": "schema",
-               "strict": constraint.strict, "formats": constraint.formats}
+               "strict": constraint.strict, "formats": constraint.formats,
+               "distinct_keys": True}
     in_order = JsonSchema(constraint.schema, **options)
     policy = narrowed(closed_schema(constraint.schema), _bound_integers)
     if policy == constraint.schema:
