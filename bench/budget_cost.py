@@ -23,6 +23,10 @@ instance fits the budget (must be 0).
 
     taskset -c 1 .venv/bin/python bench/budget_cost.py [--sample 200 --seed 0]
                                                         [--budget 256] [--slack 0]
+
+Runs minutes apart differ by ±10 % in the plain mean on this machine; ``--base REV``
+measures a git revision and the working tree at the same time, one per core, then with
+the cores swapped (``_side_by_side.py``), and prints both.
 """
 
 from __future__ import annotations
@@ -30,21 +34,22 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
+from typing import Any
 
-from _common import load, save, summary
-from _maskbench_method import schema_files, serialise
+from _side_by_side import import_from, side_by_side
 
-import tether
-import tether.compiler
-from tether.engine import bitmask
-from tether.session import Session
+PATHS = ("plain", "mask", "decision")
 
 
-def walk(compiled: tether.Compiled, tokens: list[int], budget: int | None,
+def walk(compiled: Any, tokens: list[int], budget: int | None,
          path: str, times: list[float]) -> int:
     """Walk ``tokens`` through a session (``path``: "plain", "mask" or "decision"; see
     the module docstring); append each step's time; return the tokens the budget refused
     (taken out of the mask, or refused by the check)."""
+    from tether.engine import bitmask
+    from tether.session import Session
+
     matcher = compiled.matcher()
     session = Session(compiled.vocab, matcher, max_tokens=budget)
     refused = 0
@@ -67,15 +72,16 @@ def walk(compiled: tether.Compiled, tokens: list[int], budget: int | None,
     return refused
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sample", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--budget", type=int, default=256)
-    parser.add_argument("--slack", type=int, default=0)
-    args = parser.parse_args()
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Walk the sample's valid instances on each path; the summaries and refusals."""
+    from _common import load, summary
+    from _maskbench_method import schema_files, serialise
+
+    import tether
+    import tether.compiler
+
     tok = load("smollm2")
-    times: dict[str, list[float]] = {"plain": [], "mask": [], "decision": []}
+    times: dict[str, list[float]] = {name: [] for name in PATHS}
     refusals = {"mask": 0, "decision": 0}
     instances = n_schemas = 0
     for path in schema_files(args.sample, args.seed):
@@ -113,7 +119,15 @@ def main() -> None:
                 if name in refusals:
                     refusals[name] += refused[name]
     stats = {name: summary(samples) for name, samples in times.items()}
-    print(f"{instances} valid instances, {stats['plain']['n']} steps per path")
+    return {"paths": stats, "refusals": refusals, "instances": instances,
+            "budget": args.budget, "slack": args.slack,
+            "ratios": {name: stats[name]["mean_us"] / stats["plain"]["mean_us"]
+                       for name in refusals}}
+
+
+def report(result: dict[str, Any], title: str = "") -> None:
+    stats, refusals = result["paths"], result["refusals"]
+    print(f"{title}{result['instances']} valid instances, {stats['plain']['n']} steps per path")
     for name, label in (("plain", "plain        "), ("mask", "mask path    "),
                         ("decision", "decision path")):
         s = stats[name]
@@ -121,10 +135,36 @@ def main() -> None:
         print(f"TBM {label} mean {s['mean_us']:8.1f} us  p50 {s['median_us']:7.1f}  "
               f"p99 {s['p99_us']:9.1f}  x{ratio:.3f}"
               + (f"  refused {refusals[name]}" if name in refusals else ""))
-    save("budget_cost", {"paths": stats, "refusals": refusals, "instances": instances,
-                         "budget": args.budget, "slack": args.slack,
-                         "ratios": {name: stats[name]["mean_us"] / stats["plain"]["mean_us"]
-                                    for name in refusals}})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sample", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget", type=int, default=256)
+    parser.add_argument("--slack", type=int, default=0)
+    parser.add_argument("--base", help="a git revision to measure at the same time")
+    parser.add_argument("--worker", nargs=2, metavar=("SRC", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        import_from(args.worker[0])
+        Path(args.worker[1]).write_text(json.dumps(measure(args)))
+        return
+    if args.base:
+        options = ["--sample", str(args.sample), "--seed", str(args.seed),
+                   "--budget", str(args.budget), "--slack", str(args.slack)]
+
+        def show(base_core: int, new_core: int, base: dict, new: dict) -> None:
+            report(base, f"revision {args.base} on core {base_core}: ")
+            report(new, f"working tree on core {new_core}: ")
+
+        side_by_side(__file__, options, args.base, ["--sample", "5"], show)
+        return
+    from _common import save
+
+    result = measure(args)
+    report(result)
+    save("budget_cost", result)
 
 
 if __name__ == "__main__":

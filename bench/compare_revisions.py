@@ -23,27 +23,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
+from _side_by_side import ROOT, import_from, revision_tree, side_by_side, start_worker
 
 
 def worker(src: str, out: str, sample: int, seed: int) -> None:
     """Time every schema of the sample with tether from ``src``; JSON to ``out``."""
-    sys.path.insert(0, src)
+    import_from(src)
     from _common import load
     from _maskbench_method import TetherEngine, run_schema, schema_files
 
-    import tether
-
-    assert Path(tether.__file__).is_relative_to(src), tether.__file__
     from tether.engine.regular import RegularMatcher
 
     cpu = [0.0]  # the thread's CPU time inside masks: not inflated by sharing a core
@@ -100,20 +94,22 @@ def compare(base: dict, new: dict) -> float:
     return ratio
 
 
-def one_core(run: Callable, tmp: Path, tree: Path, sample: int) -> None:
+def one_core(args: list[str], tree: Path) -> None:
     """Both sources at the same time on one core, twice: the ratio of the CPU time their
     masks took (each thread's own time, which sharing the core does not inflate)."""
-    for k in (1, 2):
-        outs = [tmp / "base.json", tmp / "new.json"]
-        runs = [run(1, tree, outs[0], sample), run(1, ROOT, outs[1], sample)]
-        if any(r.wait() for r in runs):
-            raise SystemExit("a worker failed")
-        results = [json.loads(out.read_text()) for out in outs]
-        both = [k for k in results[0] if k in results[1]
-                and results[0][k]["status"] == results[1][k]["status"] == "pass"]
-        base, new = (sum(r[k]["cpu"] for k in both) for r in results)
-        print(f"run {k}: mask CPU time, revision {base:.2f} s, working tree {new:.2f} s: "
-              f"working tree / revision {new / base:.3f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in (1, 2):
+            outs = [Path(tmp) / "base.json", Path(tmp) / "new.json"]
+            runs = [start_worker(__file__, args, 1, tree, outs[0]),
+                    start_worker(__file__, args, 1, ROOT, outs[1])]
+            if any(r.wait() for r in runs):
+                raise SystemExit("a worker failed")
+            results = [json.loads(out.read_text()) for out in outs]
+            both = [k for k in results[0] if k in results[1]
+                    and results[0][k]["status"] == results[1][k]["status"] == "pass"]
+            base, new = (sum(r[k]["cpu"] for k in both) for r in results)
+            print(f"run {k}: mask CPU time, revision {base:.2f} s, working tree {new:.2f} s: "
+                  f"working tree / revision {new / base:.3f}")
 
 
 def main() -> None:
@@ -128,38 +124,21 @@ def main() -> None:
     if args.worker:
         worker(*args.worker, args.sample, args.seed)
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        tree = Path(tmp) / "base"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree),
-                        args.base], check=True, capture_output=True)
-        try:
-            def run(core: int, src: Path, out: Path, sample: int) -> subprocess.Popen:
-                return subprocess.Popen(
-                    ["taskset", "-c", str(core), sys.executable, __file__, "--sample",
-                     str(sample), "--seed", str(args.seed), "--worker", str(src / "src"),
-                     str(out)], stderr=subprocess.DEVNULL)
+    sample = ["--sample", str(args.sample), "--seed", str(args.seed)]
+    if args.one_core:
+        with revision_tree(args.base) as tree:
+            start_worker(__file__, ["--sample", "10"], 0, tree, tree / "warm.json").wait()
+            one_core(sample, tree)
+        return
+    ratios = []
 
-            # A first, untimed pass over a few schemas fills the new worktree's cache of
-            # compiled (numba) code, which the working tree has already.
-            if run(0, tree, Path(tmp) / "warm.json", 10).wait():
-                raise SystemExit("the revision's worker failed")
-            if args.one_core:
-                one_core(run, Path(tmp), tree, args.sample)
-                return
-            ratios = []
-            for base_core, new_core in ((0, 1), (1, 0)):  # cores differ by up to 10 %
-                outs = [Path(tmp) / "base.json", Path(tmp) / "new.json"]
-                runs = [run(base_core, tree, outs[0], args.sample),
-                        run(new_core, ROOT, outs[1], args.sample)]
-                if any(r.wait() for r in runs):
-                    raise SystemExit("a worker failed")
-                print(f"revision on core {base_core}, working tree on core {new_core}:")
-                ratios.append(compare(*(json.loads(out.read_text()) for out in outs)))
-            print(f"working tree / revision, TBM sum, both ways: "
-                  f"{float(np.sqrt(ratios[0] * ratios[1])):.3f}")
-        finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
-                            str(tree)], capture_output=True)
+    def report(base_core: int, new_core: int, base: dict, new: dict) -> None:
+        print(f"revision on core {base_core}, working tree on core {new_core}:")
+        ratios.append(compare(base, new))
+
+    side_by_side(__file__, sample, args.base, ["--sample", "10"], report)
+    print(f"working tree / revision, TBM sum, both ways: "
+          f"{float(np.sqrt(ratios[0] * ratios[1])):.3f}")
 
 
 if __name__ == "__main__":
