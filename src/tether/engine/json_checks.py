@@ -403,8 +403,7 @@ class JsonChecksMatcher(Matcher):
             twin.consume_many(self.vocab.segment(data))
         except ConstraintViolation:
             return False
-        go_on = twin.mask() & ~_with_bytes(self.vocab, b"", first=b'"')
-        return not (go_on & ~bitmask.from_bool(self.vocab.end_of_generation)).any()
+        return not (twin.mask() & ~_ending_a_key(self.vocab)).any()
 
     def allowed(self, token_id: int) -> bool:
         if not self.inner.allowed(token_id):
@@ -520,6 +519,12 @@ def _with_quotes(vocab: Vocabulary, n: int) -> np.ndarray:
     cum = np.concatenate([[0], np.cumsum(flat == 0x22)])
     counts = cum[offsets[1:]] - cum[offsets[:-1]]
     return bitmask.from_ids(np.flatnonzero(counts[:offsets.size - 1] >= n), vocab.size)
+
+
+@lru_cache(maxsize=8)
+def _ending_a_key(vocab: Vocabulary) -> np.ndarray:
+    """The tokens that begin with a quote, and end of generation."""
+    return _with_bytes(vocab, b"", first=b'"') | bitmask.from_bool(vocab.end_of_generation)
 
 
 @lru_cache(maxsize=8)
