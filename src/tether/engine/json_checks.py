@@ -515,10 +515,7 @@ def _deciding(vocab: Vocabulary, in_string: bool) -> np.ndarray:
 @lru_cache(maxsize=16)
 def _with_quotes(vocab: Vocabulary, n: int) -> np.ndarray:
     """The tokens with at least ``n`` quotes."""
-    flat, offsets = vocab.flat_tokens
-    cum = np.concatenate([[0], np.cumsum(flat == 0x22)])
-    counts = cum[offsets[1:]] - cum[offsets[:-1]]
-    return bitmask.from_ids(np.flatnonzero(counts[:offsets.size - 1] >= n), vocab.size)
+    return bitmask.from_ids(np.flatnonzero(_byte_counts(vocab, b'"') >= n), vocab.size)
 
 
 @lru_cache(maxsize=8)
@@ -553,12 +550,16 @@ def _with_bytes(vocab: Vocabulary, anywhere: bytes, first: bytes) -> np.ndarray:
     """The tokens with a byte of ``anywhere``, or whose first byte is in ``first``."""
     flat, offsets = vocab.flat_tokens
     n = offsets.size - 1
-    has = np.isin(flat, np.frombuffer(anywhere, dtype=np.uint8)) if anywhere else \
-        np.zeros(flat.size, dtype=bool)
-    cum = np.concatenate([[0], np.cumsum(has)])
-    hits = cum[offsets[1:]] - cum[offsets[:-1]] > 0
+    hits = _byte_counts(vocab, anywhere) > 0
     if first:
         lengths = np.diff(offsets)
         heads = flat[np.minimum(offsets[:-1], max(flat.size - 1, 0))]
         hits |= (lengths > 0) & np.isin(heads, np.frombuffer(first, dtype=np.uint8))
     return bitmask.from_ids(np.flatnonzero(hits[:n]), vocab.size)
+
+
+def _byte_counts(vocab: Vocabulary, wanted: bytes) -> np.ndarray:
+    """Per token, how many of its bytes are in ``wanted``."""
+    flat, offsets = vocab.flat_tokens
+    cum = np.concatenate([[0], np.cumsum(np.isin(flat, np.frombuffer(wanted, dtype=np.uint8)))])
+    return (cum[offsets[1:]] - cum[offsets[:-1]])[:offsets.size - 1]
