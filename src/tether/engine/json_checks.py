@@ -375,17 +375,11 @@ class JsonChecksMatcher(Matcher):
         if not (in_text and scan.is_key):  # a whole key: two quotes (three in a value)
             return _with_quotes(vocab, 3 if in_text else 2)
         read = _with_quotes(vocab, 3)  # (this key, then another object's)
-        top = scan.frames[-1]
-        try:
-            if scan.mode != "string":
-                raise ValueError  # (inside an escape)
-            written = bytes(self._text[scan.start + 1:]).decode()
-            if "\\" in written:
-                raise ValueError
-        except ValueError:
+        written = _plain(bytes(self._text[scan.start + 1:])) if scan.mode == "string" else None
+        if written is None:  # inside an escape, after one, or mid-character: all read
             return read | _with_quotes(vocab, 1)
         closing, exact = _before_quote(vocab), _by_bytes(vocab)
-        for key in top.seen:  # type: ignore[union-attr]
+        for key in scan.frames[-1].seen:  # type: ignore[union-attr]
             if key.startswith(written):
                 rest = json.dumps(key[len(written):], ensure_ascii=False)[1:-1].encode()
                 refused = list(closing.get(rest, ()))
@@ -516,6 +510,16 @@ def _deciding(vocab: Vocabulary, in_string: bool) -> np.ndarray:
 def _with_quotes(vocab: Vocabulary, n: int) -> np.ndarray:
     """The tokens with at least ``n`` quotes."""
     return bitmask.from_ids(np.flatnonzero(_byte_counts(vocab, b'"') >= n), vocab.size)
+
+
+def _plain(data: bytes) -> str | None:
+    """The text of a string's bytes so far, if it has no escape and ends a character."""
+    if b"\\" in data:
+        return None
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return None
 
 
 @lru_cache(maxsize=8)
