@@ -1,0 +1,566 @@
+"""`ImportsDomain`: the Imports hard domain for Python — every identifier the model writes
+in a reference position resolves (docs/code-domains.md, "Imports").
+
+The text is read by a :class:`~tether.code.scope_tracker.ScopeTracker`; a token is
+allowed iff reading it adds no violation and leaves the identifier it ends in (if any)
+a prefix of a name its role accepts: a name in reach for a reference in code that runs
+now, an attribute of the module before the ``.``, a module ``import`` can find. End of
+generation is allowed iff ending the program adds no violation (every obligation met).
+That is the mask, exactly; the domain follows any text it is given (a token it excluded,
+taken while the relaxation cascade dropped it, is read and its violation counted in
+:attr:`ImportsDomain.violations`), so it keeps constraining what comes after.
+
+How masks are computed per step without reading 49k tokens: every token is split, once
+per vocabulary, into a leading run of identifier bytes ``L``, a middle ``S`` and a trailing
+run ``T`` (``" foo"``: ``S=" "``, ``T="foo"``; ``"ing("``: ``L="ing"``, ``S="("``).
+
+* Tokens that are one run (``L`` only) continue the identifier being written: allowed iff
+  it stays a prefix of an accepted name — found by walking the accepted names that start
+  with what is written, not the vocabulary.
+* Other tokens are grouped by ``S`` and by the *class* of the identifier ``L`` closes (all
+  the tracker asks of it: keyword, resolves, module, …; a name in no list has the class of
+  every unknown name). One token per group is read by a copy of the tracker: whether it
+  adds a violation, and the role a run starting after ``S`` gets. Outcomes are cached by
+  the tracker's :meth:`~tether.code.scope_tracker.ScopeTracker.signature`, shared by
+  every sequence on the vocabulary. ``T`` is then looked up in the accepted prefixes of
+  that role (one boolean row per name set, cached).
+* Tokens with identifiers inside ``S`` (rare: one in SmolLM2's 49,152) are read one by one.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from tether.code.modules import available_modules, module_info
+from tether.code.scope_tracker import (
+    _FREE_LINES,
+    ATTR,
+    CODE,
+    FREE,
+    KEYWORDS,
+    MODULE,
+    REF,
+    STRING_PREFIXES,
+    Role,
+    ScopeTracker,
+)
+from tether.engine import bitmask
+from tether.engine.matcher import Forced, StateStackMatcher
+from tether.vocab import Vocabulary
+
+_RUN = re.compile(rb"[A-Za-z0-9_\x80-\xff]+")
+_DIGITS = b"0123456789"
+_MAX_OUTCOMES = 4096  # cached signatures per vocabulary
+_MAX_ROWS = 256  # cached accepted-prefix rows per vocabulary
+_STRING_PREFIXES = frozenset(p.decode() for p in STRING_PREFIXES)
+
+
+@dataclass(frozen=True)
+class _Shapes:
+    """The ``L``/``S``/``T`` split of every non-special token of a vocabulary."""
+
+    pure: dict[bytes, np.ndarray]  # L -> ids of tokens that are one run
+    pure_all: np.ndarray  # ids of every one-run token
+    pure_digit: np.ndarray  # ids of one-run tokens starting with a digit
+    lead: dict[bytes, np.ndarray]  # L -> indices (into the arrays below) of other tokens
+    ids: np.ndarray  # the other tokens' ids
+    kind: np.ndarray  # 0: no L; 1: L starts with a letter; 2: with a digit
+    lead_e: np.ndarray  # L ends in "e"/"E" (a number's exponent may follow)
+    lead_prefixed: np.ndarray  # L starts with 0x/0b/0o
+    middle: np.ndarray  # S id
+    middles: list[bytes]
+    tail: np.ndarray  # T id, -1 without T
+    tail_digit: np.ndarray  # T starts with a digit (a number: any T)
+    runs: dict[bytes, int]  # T bytes -> T id
+    complex: np.ndarray  # indices of tokens with identifiers inside S
+    line_break: np.ndarray  # by S id: S holds a line break
+    variant: np.ndarray  # (kind, L ends in e, L prefixed) as 4 * kind + 2 * e + prefixed
+    variant_middles: dict[int, np.ndarray]  # variant -> the S ids its tokens have
+
+
+def _shapes(vocab: Vocabulary) -> _Shapes:
+    pure: dict[bytes, list[int]] = {}
+    pure_digit: list[int] = []
+    lead: dict[bytes, list[int]] = {}
+    ids: list[int] = []
+    kinds: list[int] = []
+    lead_e: list[bool] = []
+    prefixed: list[bool] = []
+    middle: list[int] = []
+    tail: list[int] = []
+    tail_digit: list[bool] = []
+    complex_: list[int] = []
+    middles: dict[bytes, int] = {}
+    runs: dict[bytes, int] = {}
+    for t, data in enumerate(vocab.tokens):
+        if vocab.special[t]:
+            continue
+        spans = [(m.start(), m.end()) for m in _RUN.finditer(data)]
+        if spans and spans[0] == (0, len(data)):
+            pure.setdefault(data, []).append(t)
+            if data[0] in _DIGITS:
+                pure_digit.append(t)
+            continue
+        lead_end = spans[0][1] if spans and spans[0][0] == 0 else 0
+        tail_start = spans[-1][0] if spans and spans[-1][1] == len(data) and \
+            spans[-1][0] > 0 else len(data)
+        L, S, T = data[:lead_end], data[lead_end:tail_start], data[tail_start:]
+        i = len(ids)
+        ids.append(t)
+        kinds.append(0 if not L else (2 if L[0] in _DIGITS else 1))
+        lead_e.append(L[-1:] in (b"e", b"E"))
+        prefixed.append(L[:2].lower() in (b"0x", b"0b", b"0o"))
+        if L:
+            lead.setdefault(L, []).append(i)
+        middle.append(middles.setdefault(S, len(middles)))
+        tail.append(runs.setdefault(T, len(runs)) if T else -1)
+        tail_digit.append(bool(T) and T[0] in _DIGITS)
+        if any(s >= lead_end and e <= tail_start for s, e in spans):
+            complex_.append(i)
+    variant = np.array(kinds, dtype=np.int64) * 4 + np.array(lead_e, dtype=np.int64) * 2 + \
+        np.array(prefixed, dtype=np.int64)
+    middle_arr = np.array(middle, dtype=np.int64)
+    return _Shapes(
+        pure={k: np.array(v, dtype=np.int64) for k, v in pure.items()},
+        pure_all=np.array(sorted(t for v in pure.values() for t in v), dtype=np.int64),
+        pure_digit=np.array(pure_digit, dtype=np.int64),
+        lead={k: np.array(v, dtype=np.int64) for k, v in lead.items()},
+        ids=np.array(ids, dtype=np.int64), kind=np.array(kinds, dtype=np.int8),
+        lead_e=np.array(lead_e, dtype=bool), lead_prefixed=np.array(prefixed, dtype=bool),
+        middle=np.array(middle, dtype=np.int64), middles=list(middles),
+        tail=np.array(tail, dtype=np.int64), tail_digit=np.array(tail_digit, dtype=bool),
+        runs=runs, complex=np.array(complex_, dtype=np.int64), variant=variant,
+        line_break=np.array([b"\n" in m or b"\r" in m for m in middles], dtype=bool),
+        variant_middles={int(v): np.unique(middle_arr[variant == v])
+                         for v in np.unique(variant).tolist()})
+
+
+class ImportsTable:
+    """What every Imports matcher on one vocabulary shares (thread-safe): the token
+    shapes, the group outcomes by tracker signature, the accepted-prefix rows."""
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        self.vocab = vocab
+        self.shapes = _shapes(vocab)
+        self.eos = np.array(sorted(vocab.eos_ids), dtype=np.int64)
+        self._outcomes: OrderedDict[tuple, dict] = OrderedDict()
+        self._rows: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self.roles: list[Role] = []  # the roles outcomes name, by id
+        self._role_ids: dict[Role, int] = {}
+        self._lock = threading.Lock()
+
+    def role_id(self, role: Role) -> int:
+        """A small number for ``role`` (outcomes store roles by number)."""
+        with self._lock:
+            i = self._role_ids.get(role)
+            if i is None:
+                i = self._role_ids[role] = len(self.roles)
+                self.roles.append(role)
+            return i
+
+    # -- accepted names --------------------------------------------------------------
+    def accepted(self, role: Role, tracker: ScopeTracker) -> frozenset[str] | None:
+        """The names a run in ``role`` may become (``None``: any)."""
+        kind = role[0]
+        if kind == REF:
+            visible = tracker.visible_names()
+            return None if visible is None else visible | _STRING_PREFIXES
+        if kind == ATTR:
+            info = module_info(role[1])
+            if info is None or info.attributes is None or info.private_open:
+                return None if info is None or info.attributes is None else \
+                    info.attributes | {"_"}
+            return info.attributes
+        if kind == MODULE:
+            return available_modules()
+        return None
+
+    def row(self, names: frozenset[str], private_open: bool) -> np.ndarray:
+        """A boolean row over T ids: which runs are prefixes of one of ``names``."""
+        key = (names, private_open)
+        with self._lock:
+            hit = self._rows.get(key)
+            if hit is not None:
+                self._rows.move_to_end(key)
+                return hit
+        runs = self.shapes.runs
+        row = np.zeros(len(runs) + 1, dtype=bool)  # the last cell: "no T"
+        row[-1] = True
+        for name in names:
+            data = name.encode()
+            for k in range(1, len(data) + 1):
+                i = runs.get(data[:k])
+                if i is not None:
+                    row[i] = True
+        if private_open:
+            for run, i in runs.items():
+                if run[:1] == b"_":
+                    row[i] = True
+        with self._lock:
+            self._rows[key] = row
+            while len(self._rows) > _MAX_ROWS:
+                self._rows.popitem(last=False)
+        return row
+
+    def outcomes(self, signature: tuple) -> dict:
+        """The group outcomes cached for a tracker signature (a dict to fill)."""
+        with self._lock:
+            hit = self._outcomes.get(signature)
+            if hit is None:
+                hit = self._outcomes[signature] = {}
+                while len(self._outcomes) > _MAX_OUTCOMES:
+                    self._outcomes.popitem(last=False)
+            else:
+                self._outcomes.move_to_end(signature)
+            return hit
+
+
+_tables: dict[str, ImportsTable] = {}
+_tables_lock = threading.Lock()
+
+
+def imports_table(vocab: Vocabulary) -> ImportsTable:
+    """The :class:`ImportsTable` of ``vocab`` (built once, cached by fingerprint)."""
+    with _tables_lock:
+        table = _tables.get(vocab.fingerprint)
+        if table is None:
+            table = _tables[vocab.fingerprint] = ImportsTable(vocab)
+            while len(_tables) > 4:
+                _tables.pop(next(iter(_tables)))
+        return table
+
+
+def _name_class(tracker: ScopeTracker, name: str, role: Role) -> tuple:
+    """All the tracker asks of an identifier it closes in ``role``."""
+    kind = role[0]
+    if kind == ATTR:
+        info = module_info(role[1])
+        role_ok = info is None or info.has(name)
+    elif kind == MODULE:
+        role_ok = name in available_modules()
+    else:
+        role_ok = True
+    chain = tracker.chain
+    if tracker.prev == ".":
+        info = module_info(chain) if chain is not None else None
+        module = info.submodules.get(name) if info is not None else None
+    else:
+        module = tracker._module_of(name)
+    return ("name", name if name in KEYWORDS or name in _FREE_LINES else None,
+            name.encode() in STRING_PREFIXES, tracker.resolves(name), role_ok, module)
+
+
+# A name in no list: the class of every identifier nobody declared, and its spelling
+# (bytes >= 0x80 are identifier bytes; no real name decodes to U+FFFD).
+_UNKNOWN = "\ufffd"
+_UNKNOWN_SPELLING = b"\xff"
+
+
+def _number_class(run: bytes) -> tuple:
+    low = run.lower()
+    return ("num", low[:2] in (b"0x", b"0b", b"0o"), b"." in run, run[-1:] in (b"e", b"E"))
+
+
+class ImportsDomain(StateStackMatcher):
+    """The Imports domain over one generated sequence (see the module docstring).
+
+    ``context``: Python source whose module-level names are in reach (the prompt's code,
+    a ``--code-context`` file) — its imports, functions and assignments; ``prefix``:
+    source the generated text continues (the generation starts where it ends)."""
+
+    def __init__(self, vocab: Vocabulary, *, context: str = "", prefix: str = "",
+                 table: ImportsTable | None = None) -> None:
+        tracker = ScopeTracker()
+        if context:
+            tracker.adopt_module_names(context)
+        if prefix:
+            tracker.feed(prefix.encode())
+        self.table = table or imports_table(vocab)
+        super().__init__(vocab, tracker)
+        self._cached: tuple[ScopeTracker, np.ndarray] | None = None
+
+    @property
+    def violations(self) -> int:
+        """Violations read so far (tokens taken although the mask excluded them)."""
+        return self.state.violations
+
+    # -- the Matcher interface ---------------------------------------------------------
+    def mask(self) -> np.ndarray:
+        tracker = self.state
+        cached = self._cached
+        if cached is not None and cached[0] is tracker:
+            return cached[1]
+        words = bitmask.from_bool(self._allowed(tracker))
+        if self._stopped:
+            words[:] = 0
+        words.flags.writeable = False
+        self._cached = (tracker, words)
+        return words
+
+    def is_accepting(self) -> bool:
+        return self.state.at_end_violations() == 0
+
+    def is_finished(self) -> bool:
+        return self._stopped
+
+    def forced(self) -> Forced:
+        return Forced(b"", ())
+
+    def _blank(self) -> ImportsDomain:
+        twin = object.__new__(ImportsDomain)
+        twin.vocab, twin.table, twin._cached = self.vocab, self.table, None
+        return twin
+
+    def _next_state(self, state: object, token_id: int, data: bytes) -> object:
+        assert isinstance(state, ScopeTracker)
+        after = state.copy()
+        after.feed(data)
+        return after
+
+    # -- the mask ----------------------------------------------------------------------
+    def token_allowed(self, token_id: int) -> bool:
+        """The definition the mask follows, token by token (for tests and checks)."""
+        tracker = self.state
+        if self.vocab.is_eos(token_id):
+            return tracker.at_end_violations() == 0
+        if self.vocab.is_special(token_id):
+            return False
+        after = tracker.copy()
+        after.feed(self.vocab.token_bytes(token_id))
+        if after.violations != tracker.violations:
+            return False
+        if after.mode != CODE or not after.run or after.run_num:
+            return True
+        names = self.table.accepted(after.run_role, after)
+        if names is None:
+            return True
+        run = after.run.decode("utf-8", "replace")
+        if after.run_role[0] == ATTR:
+            info = module_info(after.run_role[1])
+            if info is not None and info.private_open and run.startswith("_"):
+                return True
+        return any(n.startswith(run) for n in names)
+
+    def _allowed(self, tracker: ScopeTracker) -> np.ndarray:
+        shapes, table, vocab = self.table.shapes, self.table, self.vocab
+        ok = np.zeros(vocab.size, dtype=bool)
+        if tracker.at_end_violations() == 0:
+            ok[table.eos] = True
+        in_code = tracker.mode == CODE
+        run = tracker.run if in_code else b""
+        number = in_code and bool(run) and tracker.run_num
+        role = tracker.next_role()
+        self._pure(ok, tracker, run, role, number)
+        if not len(shapes.ids):
+            return ok
+        classes = _Classes()
+        token_class = classes.defaults(shapes, tracker, run, role, in_code, number)
+        if in_code and not number:
+            for spelling, hit in self._declared_leads(tracker, role, run):
+                name = (run + spelling).decode("utf-8", "replace")
+                token_class[hit] = classes.add(_name_class(tracker, name, role), spelling,
+                                               shapes.middle[hit])
+        if len(shapes.complex):
+            token_class[shapes.complex] = classes.add(("complex",), b"",
+                                                      shapes.middle[shapes.complex])
+        outcomes = (table.outcomes(tracker.signature(layout=False)),
+                    table.outcomes(tracker.signature()))
+        packed = self._outcomes(tracker, classes, outcomes)
+        codes = packed[token_class, shapes.middle]
+        tails = shapes.tail >= 0
+        bad = np.where(tails, codes & 2, codes & 1).astype(bool)
+        tok_ok = ~bad
+        roles = table.roles
+        constrained = [rid for rid in range(len(roles)) if roles[rid][0] in (REF, ATTR, MODULE)]
+        if constrained:
+            rid_of = codes >> 2
+            has_tail = tails & ~shapes.tail_digit
+            for rid in constrained:
+                idx = np.nonzero(has_tail & (rid_of == rid))[0]
+                if not len(idx):
+                    continue
+                tail_role = roles[rid]
+                names = table.accepted(tail_role, tracker)
+                if names is None:
+                    continue
+                private = tail_role[0] == ATTR and _private_open(tail_role[1])
+                tok_ok[idx] &= table.row(names, private)[shapes.tail[idx]]
+        ok[shapes.ids] = tok_ok
+        if len(shapes.complex):
+            ok[shapes.ids[shapes.complex]] = self._complex(tracker, outcomes[1])
+        return ok
+
+    def _outcomes(self, tracker: ScopeTracker, classes: _Classes,
+                  outcomes: tuple[dict, dict]) -> np.ndarray:
+        """Per class (rows) and S id (columns), packed: ``role id << 2 | violation with
+        a T << 1 | violation without``; groups not read yet are read now. S's without a
+        line break are cached by the signature without layout (``outcomes[0]``), the
+        others by the full one."""
+        shapes, table = self.table.shapes, self.table
+        n_mid = len(shapes.middles)
+        broken = shapes.line_break
+        packed = np.zeros((len(classes.items), n_mid), dtype=np.int64)
+        for c, (key, spelling) in enumerate(classes.items):
+            pair = []
+            for cache in outcomes:
+                known = cache.get(key)
+                if known is None:
+                    known = cache[key] = (np.zeros(n_mid, dtype=np.int64),
+                                          np.zeros(n_mid, dtype=bool))
+                pair.append(known)
+            for middles in classes.middles[c]:
+                for m in middles.tolist():
+                    code, seen = pair[int(broken[m])]
+                    if seen[m]:
+                        continue
+                    violation, with_tail, tail_role = self._simulate(
+                        tracker, spelling, shapes.middles[m])
+                    code[m] = table.role_id(tail_role) << 2 | with_tail << 1 | violation
+                    seen[m] = True
+            packed[c] = np.where(broken, pair[1][0], pair[0][0])
+        return packed
+
+    def _declared_leads(self, tracker: ScopeTracker, role: Role,
+                        run: bytes) -> list[tuple[bytes, np.ndarray]]:
+        """The L's that close a name someone declared (its class may differ from an
+        unknown name's), with their tokens."""
+        lead = self.table.shapes.lead
+        if len(lead) <= 256:
+            return [(spelling, hit) for spelling, hit in lead.items()
+                    if _declared(tracker, role, (run + spelling).decode("utf-8", "replace"))]
+        out = []
+        for name in self._candidates(tracker, role, run):
+            spelling = name.encode()[len(run):]
+            hit = lead.get(spelling)
+            if hit is not None:
+                out.append((spelling, hit))
+        return out
+
+    def _complex(self, tracker: ScopeTracker, outcomes: dict) -> np.ndarray:
+        """The tokens with identifiers inside S, read one by one (cached by signature,
+        identifier being written and the names in reach)."""
+        key = ("complex", tracker.run, tracker.visible_names())
+        hit = outcomes.get(key)
+        if hit is None:
+            ids = self.table.shapes.ids[self.table.shapes.complex]
+            hit = outcomes[key] = np.array([self.token_allowed(int(t)) for t in ids.tolist()],
+                                           dtype=bool)
+        return hit
+
+    def _candidates(self, tracker: ScopeTracker, role: Role, run: bytes) -> list[str]:
+        """Names whose class may differ from an unknown name's, longer than ``run`` and
+        starting with it."""
+        prefix = run.decode("utf-8", "replace")
+        names = set(KEYWORDS) | _FREE_LINES | _STRING_PREFIXES
+        visible = tracker.visible_names()
+        if visible is not None:
+            names |= visible
+        extra = self.table.accepted(role, tracker)
+        if extra is not None and role[0] != REF:
+            names |= extra
+        for scope in tracker.scopes:
+            names.update(name for name, _ in scope.modules)
+        if tracker.prev == "." and tracker.chain is not None:
+            info = module_info(tracker.chain)
+            if info is not None:
+                names.update(info.submodules)
+        return [n for n in names if len(n) > len(prefix) and n.startswith(prefix)]
+
+    def _pure(self, ok: np.ndarray, tracker: ScopeTracker, run: bytes, role: Role,
+              number: bool) -> None:
+        """One-run tokens: allowed iff the identifier stays a prefix of an accepted name."""
+        shapes = self.table.shapes
+        names = self.table.accepted(role, tracker) if tracker.mode == CODE else None
+        if names is None or number:
+            ok[shapes.pure_all] = True
+            return
+        if not run:
+            ok[shapes.pure_digit] = True
+        prefix = run.decode("utf-8", "replace")
+        if role[0] == ATTR and _private_open(role[1]) and (not run or run[:1] == b"_"):
+            for data, ids in shapes.pure.items():
+                if (run + data)[:1] == b"_":
+                    ok[ids] = True
+        for name in names:
+            if len(name) <= len(prefix) or not name.startswith(prefix):
+                continue
+            data = name.encode()[len(run):]
+            for k in range(1, len(data) + 1):
+                ids = shapes.pure.get(data[:k])
+                if ids is not None:
+                    ok[ids] = True
+
+    def _simulate(self, tracker: ScopeTracker, spelling: bytes,
+                  middle: bytes) -> tuple[bool, bool, Role]:
+        """Read ``spelling`` (the identifier's rest) and ``S``: whether that adds a
+        violation, whether it does when a T follows, and the role T gets."""
+        after = tracker.copy()
+        after.feed(spelling + middle)
+        bad = after.violations != tracker.violations
+        # With a T: its first byte also ends an operator S ends with ("." may be "...").
+        probe = after.copy()
+        probe.feed(b"a")
+        role = probe.run_role if probe.mode == CODE and probe.run else (FREE, "")
+        return bad, probe.violations != tracker.violations, role
+
+
+def _declared(tracker: ScopeTracker, role: Role, name: str) -> bool:
+    """Whether ``name``'s class may differ from an unknown name's."""
+    return _name_class(tracker, name, role) != _name_class(tracker, _UNKNOWN, role)
+
+
+def _private_open(module: str) -> bool:
+    info = module_info(module)
+    return info is not None and info.private_open
+
+
+class _Classes:
+    """The classes of one step: their keys, the bytes that spell a member, and the S ids
+    their tokens have."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[tuple, bytes]] = []
+        self.ids: dict[tuple, int] = {}
+        self.middles: list[list[np.ndarray]] = []
+
+    def add(self, key: tuple, spelling: bytes, middles: np.ndarray) -> int:
+        i = self.ids.get(key)
+        if i is None:
+            i = self.ids[key] = len(self.items)
+            self.items.append((key, spelling))
+            self.middles.append([])
+        self.middles[i].append(middles)
+        return i
+
+    def defaults(self, shapes: _Shapes, tracker: ScopeTracker, run: bytes, role: Role,
+                 in_code: bool, number: bool) -> np.ndarray:
+        """Every token's class when its L is no name anyone declared."""
+        of_variant = np.zeros(12, dtype=np.int64)
+        for v, middles in shapes.variant_middles.items():
+            kind, e, p = v // 4, bool(v & 2), bool(v & 1)
+            key, spelling = _default_class(tracker, run, role, in_code, number, kind, e, p)
+            of_variant[v] = self.add(key, spelling, middles)
+        return of_variant[shapes.variant]
+
+
+def _default_class(tracker: ScopeTracker, run: bytes, role: Role, in_code: bool,
+                   number: bool, kind: int, e: bool, prefixed: bool) -> tuple[tuple, bytes]:
+    """The class and a spelling of tokens whose L is of ``kind`` (0: none, 1: starts
+    with a letter, 2: with a digit), ends in an exponent ``e``, has a base ``prefixed``."""
+    if not in_code:
+        return (("text",), b"a") if kind else (("none",), b"")
+    if kind == 0:
+        if not run:
+            return ("none",), b""
+        if number:
+            return _number_class(run), b""
+        return _name_class(tracker, run.decode("utf-8", "replace"), role), b""
+    if number or (kind == 2 and not run):
+        spelling = (b"0x" if prefixed and not run else b"") + b"0" + (b"e" if e else b"")
+        return _number_class(run + spelling), spelling
+    return _name_class(tracker, _UNKNOWN, role), _UNKNOWN_SPELLING

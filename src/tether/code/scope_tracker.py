@@ -1,0 +1,987 @@
+"""`ScopeTracker`: Python source read byte by byte, keeping the scope graph the Imports
+domain checks names against (docs/code-domains.md, "Imports").
+
+The tracker is a small incremental lexer (names, numbers, strings, comments, operators,
+brackets, logical lines and their indentation) with just enough of the statement
+structure to give every identifier a *role* when it starts:
+
+* a **binding** (``def``/``class`` names, parameters, ``for``/``with``/``except`` and
+  comprehension targets, ``as`` names, ``import``/``from`` names, ``global``/``nonlocal``,
+  lambda parameters): any name; it is bound when it ends;
+* a **reference** in code that runs now (module and class level, default values,
+  decorators, annotations): it must resolve — builtins, names bound so far, comprehension
+  targets and lambda parameters in reach;
+* a **deferred reference** (a function or lambda body runs later): a name that does not
+  resolve yet is an *obligation* of the function, met by a binding anywhere in it or in
+  an enclosing function, else passed to the module, which must bind it before the end;
+* a reference inside a bracket that may still turn out to be a comprehension
+  (``[x * 2 for x in xs]``): an unresolved name *waits* on the bracket, met by its
+  ``for`` targets by the time it closes;
+* **undecided** until the next lexeme: a statement's target list (``x = …`` binds,
+  ``x(…)`` refers), a call's keyword argument (``f(key=…)``), a walrus target
+  (``(n := …)``, ``if n := …``);
+* an **attribute of a known module** (``math.`` then only ``math``'s attributes), a
+  **module name** after ``import``/``from`` (only modules this interpreter can find).
+
+A name that breaks its role — a reference that cannot resolve, a closing bracket or a
+statement end that leaves a name unresolved, the end of the program with an obligation
+unmet — is a *violation*; :attr:`ScopeTracker.violations` counts them. The end of the
+program is the end of the text or a closing Markdown fence (```` ``` ```` at the start of
+a line); an opening fence line at the very start is skipped.
+
+Known limits (never a false "no" for them; documented): f-string expressions are read
+as string text, ``match``/``case``/``type`` statements and star-imports of unknown
+modules constrain nothing on their line or scope, attributes of values other than
+modules are not checked (that is the Types domain's job).
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+from dataclasses import dataclass, replace
+
+from tether.code.modules import available_modules, module_info
+
+KEYWORDS = frozenset(keyword.kwlist)
+SOFT_KEYWORDS = frozenset(keyword.softkwlist)
+BUILTIN_NAMES = frozenset(dir(builtins)) | frozenset({
+    "__name__", "__file__", "__doc__", "__builtins__", "__spec__", "__loader__",
+    "__package__", "__path__", "__annotations__", "__qualname__", "__module__",
+    "__class__", "__debug__", "__dict__"})
+
+_WORD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") | \
+    frozenset(range(0x80, 0x100))
+_DIGITS = frozenset(b"0123456789")
+_OPERATORS = frozenset({
+    "+", "-", "*", "/", "%", "@", "&", "|", "^", "~", "<", ">", "(", ")", "[", "]", "{",
+    "}", ",", ":", ".", ";", "=", "!", "**", "//", "<<", ">>", "<=", ">=", "==", "!=",
+    "->", ":=", "+=", "-=", "*=", "/=", "%=", "@=", "&=", "|=", "^=", "**=", "//=",
+    "<<=", ">>=", "...", "..", "`"})
+_AUGMENTED = frozenset({"+=", "-=", "*=", "/=", "%=", "@=", "&=", "|=", "^=", "**=",
+                        "//=", "<<=", ">>="})
+# What may follow a name in a target list without making it a reference.
+_TARGET_CONTINUE = frozenset({",", ")", "]"})
+_TARGET_LEXEMES = frozenset({",", "=", ")", "]", "(", "[", ".", "*"})
+_STATEMENT_KEYWORDS = frozenset({
+    "def", "class", "import", "from", "for", "with", "except", "if", "elif", "while",
+    "global", "nonlocal", "del", "return", "raise", "assert", "try", "else", "finally",
+    "pass", "break", "continue"})
+_FIRST_CLAUSE = {"def": "name", "class": "name", "import": "path", "from": "module",
+                 "for": "target"}
+# The previous lexemes the tracker tells apart (any other is just "other").
+_SIGNIFICANT_PREV = frozenset({
+    ".", "nl", "=", ",", "(", "[", "{", ":", ";", "*", "**", "/", "name", ")", "]", "str",
+    "lambda", "import", "from", "if", "elif", "while", "async", "for", "in", "as"})
+_HEADERS = frozenset({"def", "class", "for", "while", "if", "elif", "else", "try",
+                      "except", "finally", "with"})
+_FREE_LINES = frozenset({"match", "case", "type"})
+
+# Modes of the lexer.
+CODE, STRING, COMMENT, FENCE_LINE, DONE = range(5)
+
+# Roles of an identifier (the first item of a role tuple).
+FREE = "free"          # nothing to check
+BIND = "bind"          # a binding (second item: where it binds)
+REF = "ref"            # a reference in code that runs now: must resolve
+LATER = "later"        # a reference in a function or lambda body
+COMP = "comp"          # a reference that may wait on a comprehension
+PENDING = "pending"    # undecided until the next lexeme (target, element, cond)
+ATTR = "attr"          # an attribute of a known module (second item: its name)
+MODULE = "module"      # a top-level module name in an import
+
+Role = tuple[str, str]
+
+
+def _string_prefixes() -> frozenset[bytes]:
+    out = set()
+    for base in ("r", "u", "b", "f", "br", "rb", "fr", "rf"):
+        variants = [""]
+        for ch in base:
+            variants = [v + c for v in variants for c in (ch, ch.upper())]
+        out.update(v.encode() for v in variants)
+    return frozenset(out)
+
+
+STRING_PREFIXES = _string_prefixes()
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A module, class or function scope: what it binds (``modules``: the bindings that
+    are modules, by name) and, for functions and the module, the names its code uses
+    that nothing bound yet (obligations)."""
+
+    kind: str  # "module", "class" or "function"
+    indent: int  # column of the statement that opened it (-1 for the module)
+    bound: frozenset[str] = frozenset()
+    modules: tuple[tuple[str, str], ...] = ()
+    obligations: frozenset[str] = frozenset()
+    star: bool = False  # a star-import of unknown names: every name resolves
+
+
+@dataclass(frozen=True)
+class Bracket:
+    """An open bracket: its kind (``call``, ``params``, ``group``, ``import``), whether a
+    comma at its level or a ``for`` (a comprehension) was seen, comprehension targets
+    bound in it, names waiting on it, and whether it may be a statement's target."""
+
+    char: str
+    kind: str
+    comma: bool = False
+    comp: bool = False
+    in_target: bool = False
+    bound: frozenset[str] = frozenset()
+    waiting: frozenset[str] = frozenset()
+    target: bool = False
+    targets_from: int = 0  # statement targets collected before it opened
+
+    @property
+    def comp_capable(self) -> bool:
+        """Whether an unresolved name may still be bound by a ``for`` in it."""
+        return self.comp or not self.comma
+
+
+@dataclass(frozen=True)
+class Lambda:
+    depth: int
+    params: frozenset[str] = frozenset()
+    body: bool = False
+
+
+_CLOSERS = {")": "(", "]": "[", "}": "{"}
+
+
+class ScopeTracker:
+    """The scope graph of the Python text read so far (see the module docstring).
+
+    ``feed`` reads bytes; ``copy`` is cheap (the state is a few fields of immutable
+    values); ``at_end_violations`` says how many violations ending the program here
+    would add (0: the program may end)."""
+
+    def __init__(self) -> None:
+        self.mode = CODE
+        self.quote = 0
+        self.triple = False
+        self.raw = False
+        self.escape = False
+        self.quote_run = 0  # quotes seen in a row (opening: to tell "" from """)
+        self.opening = False  # reading the quotes that open a string
+        self.run = b""
+        self.run_role: Role = (FREE, "")
+        self.run_num = False
+        self.op = ""
+        self.line_start = True
+        self.col = 0
+        self.backslash = False
+        self.prev = "nl"
+        self.chain: str | None = None  # module the last name (then ".") refers to
+        self.pending: tuple[str, str] | None = None  # (name, kind) awaiting a decider
+        self.targets: tuple[str, ...] = ()  # statement targets awaiting "="
+        self.seg_target = True
+        self.first_lexeme = True  # nothing read yet in this simple statement
+        self.brackets: tuple[Bracket, ...] = ()
+        self.stmt: str | None = None
+        self.clause = ""
+        self.line_free = False
+        self.scopes: tuple[Scope, ...] = (Scope("module", -1),)
+        self.header: tuple[str, int, frozenset[str]] | None = None
+        self.lambdas: tuple[Lambda, ...] = ()
+        self.path: tuple[str, ...] = ()  # dotted module path of an import being read
+        self.alias_of: str | None = None  # the module an "as" name will be bound to
+        self.from_module: str | None = None
+        self.from_name: str | None = None  # a "from … import" name awaiting "as" or not
+        self.relative = False  # a relative "from" import
+        self.indent = 0
+        self.violations = 0
+        self.fence_start = True  # nothing read yet: an opening fence line may come
+        self._visible: tuple[frozenset[str] | None] | None = None  # visible_names, cached
+
+    def adopt_module_names(self, source: str) -> None:
+        """Put the module-level names ``source`` binds (its imports, functions, classes,
+        assignments) in reach, as if it ran before the text."""
+        other = ScopeTracker()
+        other.feed(source.encode())
+        theirs = other.scopes[0]
+        mine = self.scopes[0]
+        self._visible = None
+        self.scopes = (replace(mine, bound=mine.bound | theirs.bound,
+                               modules=mine.modules + theirs.modules,
+                               star=mine.star or theirs.star),) + self.scopes[1:]
+
+    # -- copying ------------------------------------------------------------------------
+    def copy(self) -> ScopeTracker:
+        twin = object.__new__(ScopeTracker)
+        twin.__dict__.update(self.__dict__)
+        return twin
+
+    # -- reading ------------------------------------------------------------------------
+    def feed(self, data: bytes) -> None:
+        """Read ``data`` (any split of the text into pieces gives the same state)."""
+        self._visible = None
+        for b in data:
+            self._byte(b)
+
+    def _byte(self, b: int) -> None:
+        mode = self.mode
+        if mode == DONE:
+            return
+        if self.fence_start:
+            self.fence_start = False
+            if b == 0x60:  # "`": the opening fence line, skipped
+                self.mode = FENCE_LINE
+                return
+        if mode == FENCE_LINE:
+            if b == 0x0A:
+                self.mode = CODE
+            return
+        if mode == COMMENT:
+            if b == 0x0A:
+                self.mode = CODE
+                self._code_byte(b)
+            return
+        if mode == STRING:
+            self._string_byte(b)
+            return
+        self._code_byte(b)
+
+    def _string_byte(self, b: int) -> None:
+        q = self.quote
+        if self.opening:  # after one or two opening quotes
+            if b == q:
+                self.quote_run += 1
+                if self.quote_run == 3:
+                    self.triple, self.opening, self.quote_run = True, False, 0
+                return
+            if self.quote_run == 2:  # "" : an empty string, closed
+                self.opening, self.quote_run = False, 0
+                self._string_closed()
+                self._code_byte(b)
+                return
+            self.opening, self.quote_run = False, 0
+        if self.escape:
+            self.escape = False
+            return
+        if b == 0x5C:  # backslash (escapes the next byte, raw strings included)
+            self.escape = True
+            self.quote_run = 0
+            return
+        if b == q:
+            if not self.triple:
+                self._string_closed()
+                return
+            self.quote_run += 1
+            if self.quote_run == 3:
+                self._string_closed()
+            return
+        self.quote_run = 0
+        if b == 0x0A and not self.triple:  # an unterminated string: the line ends it
+            self._string_closed()
+            self._code_byte(b)
+
+    def _string_closed(self) -> None:
+        self.mode, self.quote_run, self.triple, self.escape = CODE, 0, False, False
+
+    def _code_byte(self, b: int) -> None:
+        if b in _WORD:
+            if self.op:
+                self._flush_op()
+            if not self.run:
+                self._begin_significant()
+                if self.mode == DONE:
+                    return
+                self.run_num = b in _DIGITS
+                self.run_role = (FREE, "") if self.run_num else self._role_for_name()
+            self.run += bytes((b,))
+            return
+        if self.run_num and self.run:
+            if b == 0x2E and b"." not in self.run and not self.run.lower().startswith(
+                    (b"0x", b"0b", b"0o")):
+                self.run += b"."
+                return
+            if b in (0x2B, 0x2D) and self.run[-1:] in (b"e", b"E") and \
+                    not self.run.lower().startswith(b"0x"):
+                self.run += bytes((b,))
+                return
+        if b == 0x60 and self.line_start and not self.brackets and not self.backslash:
+            self.end_program()  # a closing fence
+            return
+        if b in (0x27, 0x22):  # a quote
+            if self.run and not self.run_num and self.run in STRING_PREFIXES:
+                self.run = b""  # a string prefix, not a name
+            else:
+                self._end_run()
+                self._flush_op()
+                self._begin_significant()
+                if self.mode == DONE:
+                    return
+            self._lexeme("str")
+            self.mode, self.quote, self.opening, self.quote_run = STRING, b, True, 1
+            self.triple = self.escape = False
+            return
+        self._end_run()
+        if b == 0x23:  # "#"
+            self._flush_op()
+            self.mode = COMMENT
+            return
+        if b == 0x0A or b == 0x0D:
+            self._flush_op()
+            if b == 0x0D:
+                return
+            if self.brackets or self.backslash:
+                self.backslash = False
+                return
+            if not self.line_start:
+                self._logical_line_end()
+            self.line_start, self.col = True, 0
+            return
+        if b in (0x20, 0x09, 0x0C):
+            self._flush_op()
+            if self.line_start:
+                self.col = (self.col // 8 + 1) * 8 if b == 0x09 else self.col + 1
+            return
+        if b == 0x5C:  # a line continuation
+            self._flush_op()
+            self._begin_significant()
+            self.backslash = True
+            return
+        ch = chr(b)
+        if self.op and self.op + ch in _OPERATORS:
+            self.op += ch
+            return
+        self._flush_op()
+        self._begin_significant()
+        self.op = ch
+
+    def _begin_significant(self) -> None:
+        """A significant byte: at the start of a logical line, the indentation closes
+        scopes (or, with a backtick at column 0, the closing fence ends the program)."""
+        if not self.line_start:
+            return
+        self.line_start = False
+        if self.backslash:
+            return
+        col = self.col
+        self._close_scopes(col)
+        self.indent = col
+
+    def _flush_op(self) -> None:
+        op = self.op
+        if not op:
+            return
+        self.op = ""
+        if op == "..":
+            self._lexeme(".")
+            self._lexeme(".")
+            return
+        self._lexeme(op)
+
+    # -- names ------------------------------------------------------------------------
+    def _end_run(self) -> None:
+        run = self.run
+        if not run:
+            return
+        self.run = b""
+        if self.run_num:
+            self._lexeme("num")
+            return
+        name = run.decode("utf-8", "replace")
+        if name in KEYWORDS:
+            self._keyword(name)
+            return
+        self._name(name, self.run_role)
+
+    def _role_for_name(self) -> Role:
+        """The role of an identifier starting here."""
+        if self.line_free:
+            return (BIND, "scope")  # "case" patterns bind their capture names
+        prev = self.prev
+        stmt = self.stmt
+        if prev == ".":
+            if stmt in ("import", "from") and self.clause in ("path", "module"):
+                return (FREE, "")
+            chain = self.chain
+            if chain is not None:
+                info = module_info(chain)
+                if info is not None and info.attributes is not None:
+                    return (ATTR, chain)
+            return (FREE, "")
+        if stmt == "import":
+            if self.clause == "as":
+                return (BIND, "import")
+            return (MODULE, "") if prev in ("import", ",") else (FREE, "")
+        if stmt == "from":
+            if self.clause == "module":
+                return (MODULE, "") if prev == "from" else (FREE, "")
+            if self.clause == "as":
+                return (BIND, "import")
+            info = module_info(self.from_module) if self.from_module else None
+            if info is not None and info.attributes is not None:
+                return (ATTR, self.from_module or "")
+            return (BIND, "from")
+        if stmt in ("global", "nonlocal"):
+            return (BIND, "scope")
+        if stmt in ("def", "class") and self.clause == "name":
+            return (BIND, stmt)
+        if self.lambdas and not self.lambdas[-1].body and \
+                self.lambdas[-1].depth == len(self.brackets) and prev in ("lambda", ",", "*",
+                                                                          "**"):
+            return (BIND, "lambda")
+        top = self.brackets[-1] if self.brackets else None
+        if top is not None and top.kind == "params" and self.clause == "params" and \
+                prev in ("(", ",", "*", "**", "/"):
+            return (BIND, "param")
+        if top is not None and top.in_target:
+            return (BIND, "comp")
+        if stmt == "for" and self.clause == "target":
+            return (BIND, "scope")
+        if stmt in ("with", "except") and self.clause == "as":
+            return (BIND, "scope")
+        if top is not None and prev in ("(", "[", "{", ","):
+            if top.target:
+                return (PENDING, "target")
+            return (PENDING, "element")
+        if top is None:
+            if stmt is None and self.seg_target and (self.first_lexeme or prev in ("=", ",")):
+                return (PENDING, "target")
+            if stmt in ("if", "elif", "while") and prev == stmt:
+                return (PENDING, "cond")
+        if self._deferred():
+            return (LATER, "")
+        if top is not None and top.comp_capable:
+            return (COMP, "")
+        return (REF, "")
+
+    def _name(self, name: str, role: Role) -> None:
+        kind = role[0]
+        prev_dot = self.prev == "."
+        if self.pending is not None:
+            self._decide(name)
+            if self.line_free:
+                self._bind(name)  # a "case" line's capture patterns bind names
+                self._after_name(name, role, prev_dot)
+                return
+        if kind == REF:
+            if not self.resolves(name):
+                self.violations += 1
+        elif kind == ATTR:
+            info = module_info(role[1])
+            if info is not None and not info.has(name):
+                self.violations += 1
+        elif kind == MODULE:
+            if name not in available_modules():
+                self.violations += 1
+        elif kind in (LATER, COMP):
+            self._refer(name)
+        elif kind == PENDING:
+            if self.stmt is None and self.first_lexeme and name in _FREE_LINES:
+                self.pending = (name, "soft")
+            elif role[1] == "target" and self.first_lexeme:
+                self.pending = (name, "first")  # may be annotated: "x: int"
+            else:
+                self.pending = (name, role[1])
+        elif kind == BIND and role[1] != "from":
+            self._bind_as(name, role[1])
+        self._after_name(name, role, prev_dot)
+
+    def _after_name(self, name: str, role: Role, prev_dot: bool) -> None:
+        """Import paths, the module a following "." would reach, the lexeme."""
+        stmt, clause = self.stmt, self.clause
+        if stmt == "import" and clause == "path":
+            self.path = (self.path + (name,)) if prev_dot else (name,)
+        elif stmt == "from" and clause == "module":
+            self.path += (name,)
+        elif stmt == "from" and clause == "names":
+            self.from_name = name
+        if prev_dot:
+            chain = self.chain
+            info = module_info(chain) if chain is not None else None
+            self.chain = info.submodules.get(name) if info is not None else None
+        else:
+            self.chain = self._module_of(name)
+        self.prev = "name"
+        self.first_lexeme = False
+
+    def _submodule(self, module: str | None, name: str) -> str | None:
+        if module is None:
+            return None
+        info = module_info(module)
+        if info is None:
+            return None
+        return info.submodules.get(name)
+
+    def _module_of(self, name: str) -> str | None:
+        for scope in reversed(self.scopes):
+            for bound, module in scope.modules:
+                if bound == name:
+                    return module
+            if name in scope.bound:
+                return None
+        return None
+
+    # -- deciding names -----------------------------------------------------------------
+    def _decide(self, decider: str) -> None:
+        """The lexeme after an undecided name has come: bind it or refer to it."""
+        assert self.pending is not None
+        name, kind = self.pending
+        self.pending = None
+        if kind == "soft":
+            if decider in ("=", ",", ".", ":", ")", "]") or decider in _AUGMENTED or \
+                    decider == "nl" or decider == ";":
+                kind = "first"
+            else:
+                self.line_free = True
+                return
+        top = self.brackets[-1] if self.brackets else None
+        if kind in ("target", "first"):
+            if decider == "=":
+                self._bind_as(name, "scope")
+                return
+            if decider in _TARGET_CONTINUE or (decider == ":" and kind == "first" and
+                                               top is None):
+                if decider == ":":
+                    self._bind_as(name, "scope")
+                    self.seg_target = False  # an annotation follows
+                else:
+                    self.targets += (name,)
+                return
+            if decider in _AUGMENTED:
+                self._refer(name)
+                self._bind_as(name, "scope")
+                return
+        elif kind == "element":
+            if decider == "=" and top is not None and top.kind == "call":
+                return  # a keyword argument's name
+            if decider == ":=":
+                self._bind_as(name, "walrus")
+                return
+        elif kind == "cond" and decider == ":=":
+            self._bind_as(name, "walrus")
+            return
+        self._refer(name)
+
+    def _refer(self, name: str) -> None:
+        """A reference: resolves, or an obligation (deferred code), or waits on an
+        enclosing comprehension-capable bracket; else a violation."""
+        if not self.resolves(name):
+            self._wait((name,), len(self.brackets))
+
+    def _wait(self, names, below: int) -> None:
+        """Unresolved names wait on the innermost of ``brackets[:below]`` that may still
+        be a comprehension (whose ``for`` may bind them), else are unresolved."""
+        for i in range(below - 1, -1, -1):
+            br = self.brackets[i]
+            if br.comp_capable:
+                self._set_bracket(i, replace(br, waiting=br.waiting | set(names)))
+                return
+        self._unresolved(names)
+
+    def _unresolved(self, names) -> None:
+        """Names that can no longer be bound where they are used: obligations of the
+        function (deferred code), else a violation."""
+        if self._deferred():
+            for name in names:
+                self._refer_later(name)
+        else:
+            self.violations += 1
+
+    def _refer_later(self, name: str) -> None:
+        if self.resolves(name):
+            return
+        for i in range(len(self.scopes) - 1, 0, -1):
+            if self.scopes[i].kind == "function":
+                s = self.scopes[i]
+                self._set_scope(i, replace(s, obligations=s.obligations | {name}))
+                return
+        s = self.scopes[0]
+        self._set_scope(0, replace(s, obligations=s.obligations | {name}))
+
+    def resolves(self, name: str) -> bool:
+        """Whether ``name`` refers to something bound in reach now."""
+        if name in BUILTIN_NAMES or name in KEYWORDS:
+            return True
+        for lam in self.lambdas:
+            if name in lam.params:
+                return True
+        for br in self.brackets:
+            if name in br.bound:
+                return True
+        scopes = self.scopes
+        innermost = len(scopes) - 1
+        for i in range(innermost, -1, -1):
+            s = scopes[i]
+            if s.kind == "class" and i != innermost:
+                continue
+            if name in s.bound or s.star:
+                return True
+        return False
+
+    def visible_names(self) -> frozenset[str] | None:
+        """Every name :meth:`resolves` accepts (keywords and builtins included);
+        ``None`` when a star-import of unknown names makes every name resolve."""
+        if self._visible is None:
+            self._visible = (self._collect_visible(),)
+        return self._visible[0]
+
+    def _collect_visible(self) -> frozenset[str] | None:
+        names = set(BUILTIN_NAMES | KEYWORDS)
+        for lam in self.lambdas:
+            names |= lam.params
+        for br in self.brackets:
+            names |= br.bound
+        scopes = self.scopes
+        innermost = len(scopes) - 1
+        for i in range(innermost, -1, -1):
+            s = scopes[i]
+            if s.kind == "class" and i != innermost:
+                continue
+            if s.star:
+                return None
+            names |= s.bound
+        return frozenset(names)
+
+    def next_role(self) -> Role:
+        """The role of the identifier the next byte would start or continue (``FREE``
+        outside code, or in a number)."""
+        if self.mode != CODE:
+            return (FREE, "")
+        if self.run:
+            return (FREE, "") if self.run_num else self.run_role
+        probe = self.copy()
+        probe.feed(b"a")
+        return probe.run_role if probe.mode == CODE and probe.run else (FREE, "")
+
+    def signature(self, layout: bool = True) -> tuple:
+        """What decides how the tracker reads a piece of text without identifiers
+        (spaces, operators, brackets, quotes, line breaks) from here: every field, with
+        sets of names replaced by what they decide (whether a waiting name is still
+        unbound, whether the module's obligations are met). Equal signatures read such
+        a piece alike (the identifier the text ends in is judged apart).
+
+        ``layout=False``: for pieces without a line break — the indentation columns
+        then matter only at the start of a line."""
+        resolves = self.resolves
+        pending = self.pending
+        module = self.scopes[0]
+        layout = layout or self.line_start
+        string = (self.quote, self.triple, self.escape, self.quote_run, self.opening) \
+            if self.mode == STRING else None
+        run = (self.run_num, self.run_role) if self.run else None
+        prev = self.prev if self.prev in _SIGNIFICANT_PREV else "other"
+        return (
+            self.mode, string, run, self.op, self.line_start, self.col if layout else 0,
+            self.backslash, prev, self.chain,
+            None if pending is None else (pending[1], resolves(pending[0]),
+                                          pending[0] in _FREE_LINES),
+            tuple(resolves(t) for t in self.targets), self.seg_target, self.first_lexeme,
+            tuple((b.char, b.kind, b.comma, b.comp, b.in_target, b.target,
+                   bool(b.waiting - b.bound), b.targets_from) for b in self.brackets),
+            self.stmt, self.clause, self.line_free,
+            tuple((s.kind, s.indent if layout else 0, s.star, bool(s.obligations - s.bound))
+                  for s in self.scopes),
+            bool(module.obligations - module.bound - BUILTIN_NAMES),
+            None if self.header is None else self.header[0],
+            tuple((lam.depth, lam.body) for lam in self.lambdas),
+            self.path, self.alias_of, self.from_module, self.from_name, self.relative,
+            self.fence_start)
+
+    def _deferred(self) -> bool:
+        if any(lam.body for lam in self.lambdas):
+            return True
+        return any(s.kind == "function" for s in self.scopes)
+
+    # -- binding --------------------------------------------------------------------------
+    def _bind_as(self, name: str, where: str) -> None:
+        if where == "comp":
+            for i in range(len(self.brackets) - 1, -1, -1):
+                br = self.brackets[i]
+                if br.comp:
+                    self._set_bracket(i, replace(br, bound=br.bound | {name}))
+                    return
+        if where == "lambda":
+            lam = self.lambdas[-1]
+            self.lambdas = self.lambdas[:-1] + (replace(lam, params=lam.params | {name}),)
+            return
+        if where == "param":
+            if self.header is not None:
+                kind, indent, params = self.header
+                self.header = (kind, indent, params | {name})
+            return
+        if where == "import":
+            self._bind(name, self.alias_of)
+            return
+        if where in ("def", "class"):
+            self.clause = "named"
+        self._bind(name)
+
+    def _bind(self, name: str, module: str | None = None) -> None:
+        i = len(self.scopes) - 1
+        s = self.scopes[i]
+        modules = tuple(p for p in s.modules if p[0] != name)
+        if module is not None:
+            modules += ((name, module),)
+        self._set_scope(i, replace(s, bound=s.bound | {name}, modules=modules))
+
+    def _set_scope(self, i: int, scope: Scope) -> None:
+        self.scopes = self.scopes[:i] + (scope,) + self.scopes[i + 1:]
+
+    def _set_bracket(self, i: int, br: Bracket) -> None:
+        self.brackets = self.brackets[:i] + (br,) + self.brackets[i + 1:]
+
+    # -- keywords and operators -------------------------------------------------------------
+    def _keyword(self, word: str) -> None:
+        if self.pending is not None:
+            self._decide(word)
+        self._statement_lexeme(word)
+        depth = len(self.brackets)
+        first = self.first_lexeme
+        self.first_lexeme = False
+        stmt = self.stmt
+        if first and word == "async":
+            self.first_lexeme = True  # "async def/for/with": the next keyword says which
+        elif first and word in _STATEMENT_KEYWORDS:
+            self.stmt = word
+            self.clause = _FIRST_CLAUSE.get(word, "")
+            if word in ("def", "class"):
+                self.header = (word, self.indent, frozenset())
+        elif word == "for" and depth:
+            top = self.brackets[-1]
+            # A would-be target list turns out to be a comprehension: the names it held
+            # are references its "for" may bind.
+            held = frozenset(self.targets[top.targets_from:])
+            self.targets = self.targets[:top.targets_from]
+            self._set_bracket(depth - 1, replace(top, comp=True, in_target=True, target=False,
+                                                 waiting=top.waiting | held))
+        elif word == "in":
+            if depth and self.brackets[-1].in_target:
+                self._set_bracket(depth - 1, replace(self.brackets[-1], in_target=False))
+            elif not depth and stmt == "for" and self.clause == "target":
+                self.clause = "iter"
+        elif word == "as":
+            if stmt == "import" and self.clause == "path":
+                self.alias_of = ".".join(self.path)
+                self.path = ()
+                self.clause = "as"
+            elif stmt == "from" and self.clause == "names":
+                self.alias_of = self._submodule(self.from_module, self.from_name or "")
+                self.from_name = None
+                self.clause = "as"
+            elif stmt in ("with", "except"):
+                self.clause = "as"
+        elif word == "import" and stmt == "from":
+            self.from_module = ".".join(self.path) if self.path and not self.relative \
+                else None
+            self.clause = "names"
+        if word == "lambda":
+            self.lambdas += (Lambda(depth),)
+        self.prev = word
+        self.chain = None
+
+    def _statement_lexeme(self, lexeme: str) -> None:
+        """A target list ends where a lexeme that no target may hold comes: its names
+        were references."""
+        if self.targets and not self.brackets and lexeme not in _TARGET_LEXEMES:
+            for name in self.targets:
+                self._refer(name)
+            self.targets = ()
+
+    def _lexeme(self, lexeme: str) -> None:
+        """A significant lexeme other than a name or keyword."""
+        if self.pending is not None:
+            self._decide(lexeme)
+        self._statement_lexeme(lexeme)
+        self.first_lexeme = False
+        depth = len(self.brackets)
+        top = self.brackets[-1] if depth else None
+        stmt, clause = self.stmt, self.clause
+        chain = self.chain
+        prev = self.prev
+        self.prev = lexeme
+        self.chain = chain if lexeme == "." else None
+        if stmt == "from" and self.from_name is not None and lexeme in (",", ")"):
+            self._bind(self.from_name, self._submodule(self.from_module, self.from_name))
+            self.from_name = None
+        if lexeme in ("(", "[", "{"):
+            self._open_bracket(lexeme, prev, top)
+        elif lexeme in _CLOSERS:
+            if top is not None and top.char == _CLOSERS[lexeme]:
+                self._close_bracket()
+        elif lexeme == ",":
+            self._comma(top, depth)
+        elif lexeme == ":":
+            if self.lambdas and self.lambdas[-1].depth == depth and not self.lambdas[-1].body:
+                lam = self.lambdas[-1]
+                self.lambdas = self.lambdas[:-1] + (replace(lam, body=True),)
+            elif top is None:
+                self.lambdas = ()
+                if stmt in _HEADERS:
+                    self._header_end()
+            elif top.kind == "params":
+                self.clause = "default"
+        elif lexeme == "=":
+            if top is not None and top.kind == "params":
+                self.clause = "default"
+            elif top is None and stmt is None:
+                for name in self.targets:
+                    self._bind(name)
+                self.targets = ()
+        elif lexeme == "->" and stmt == "def":
+            self.clause = "ann"
+        elif lexeme == ";" and top is None:
+            self._simple_statement_end()
+        elif lexeme == "*" and stmt == "from" and clause == "names":
+            self._star_import()
+        elif lexeme == "." and stmt == "from" and clause == "module" and \
+                prev in ("from", "."):
+            self.relative = True
+        if lexeme in _AUGMENTED and top is None:
+            self.seg_target = False
+
+    def _open_bracket(self, char: str, prev: str, top: Bracket | None) -> None:
+        stmt = self.stmt
+        if char == "(" and stmt == "def" and self.clause == "named":
+            kind = "params"
+            self.clause = "params"
+        elif char == "(" and prev in ("name", ")", "]", "str"):
+            kind = "call"
+        elif stmt == "from" and self.clause == "names":
+            kind = "import"
+        else:
+            kind = "group"
+        element_start = prev in ("nl", "=", ",", "(", "[", "{", ";") or prev == ":" and \
+            top is None
+        target = kind == "group" and element_start and (
+            (top is None and stmt is None and self.seg_target) or
+            (top is not None and top.target))
+        in_target = top is not None and top.in_target
+        self.brackets += (Bracket(char, kind, target=target, in_target=in_target,
+                                  targets_from=len(self.targets)),)
+
+    def _comma(self, top: Bracket | None, depth: int) -> None:
+        if top is not None:
+            if self.lambdas and self.lambdas[-1].depth == depth and self.lambdas[-1].body:
+                self.lambdas = self.lambdas[:-1]
+            if not top.comp and not top.in_target:
+                if top.waiting - top.bound:
+                    self._wait(sorted(top.waiting - top.bound), depth - 1)
+                self._set_bracket(depth - 1, replace(top, comma=True, waiting=frozenset()))
+            if top.kind == "params":
+                self.clause = "params"
+            return
+        if self.lambdas and self.lambdas[-1].body:
+            self.lambdas = ()
+        if self.stmt == "import":
+            self._finish_import_path()
+            self.clause = "path"
+        elif self.stmt == "from" and self.clause == "as":
+            self.clause = "names"
+        elif self.stmt == "with":
+            self.clause = ""
+
+    def _star_import(self) -> None:
+        info = module_info(self.from_module) if self.from_module else None
+        if info is not None and info.attributes is not None:
+            for name in info.attributes:
+                if not name.startswith("_"):
+                    self._bind(name)
+        else:
+            s = self.scopes[-1]
+            self._set_scope(len(self.scopes) - 1, replace(s, star=True))
+
+    def _close_bracket(self) -> None:
+        br = self.brackets[-1]
+        self.brackets = self.brackets[:-1]
+        depth = len(self.brackets)
+        self.lambdas = tuple(lam for lam in self.lambdas if lam.depth <= depth)
+        rest = br.waiting - br.bound
+        if rest:
+            self._wait(sorted(rest), depth)
+        if br.kind == "params":
+            self.clause = "after"
+
+    def _header_end(self) -> None:
+        """The ``:`` that ends a compound statement's header: a ``def``/``class`` body
+        opens a scope; the rest of the line is a simple statement."""
+        header = self.header
+        if header is not None and self.stmt in ("def", "class"):
+            kind, indent, params = header
+            scope = Scope("function" if kind == "def" else "class", indent,
+                          bound=params)
+            self.scopes += (scope,)
+        self.header = None
+        self._statement_start()
+
+    def _statement_start(self) -> None:
+        self.stmt, self.clause = None, ""
+        self.seg_target, self.first_lexeme = True, True
+        self.targets, self.path, self.alias_of, self.from_module = (), (), None, None
+        self.from_name, self.relative, self.line_free = None, False, False
+
+    def _finish_import_path(self) -> None:
+        if self.stmt == "import" and self.clause == "path" and self.path:
+            self._bind(self.path[0], self.path[0])
+        self.path = ()
+
+    def _simple_statement_end(self) -> None:
+        if self.pending is not None:
+            self._decide("nl")
+        if self.from_name is not None:
+            self._bind(self.from_name, self._submodule(self.from_module, self.from_name))
+        for name in self.targets:
+            self._refer(name)
+        self.targets = ()
+        self._finish_import_path()
+        self.lambdas = ()
+        self._statement_start()
+
+    def _logical_line_end(self) -> None:
+        self._flush_op()
+        if self.pending is not None:
+            self._decide("nl")
+        self._simple_statement_end()
+        self.prev = "nl"
+
+    # -- scopes ------------------------------------------------------------------------------
+    def _close_scopes(self, col: int) -> None:
+        while len(self.scopes) > 1 and col <= self.scopes[-1].indent:
+            self._pop_scope()
+
+    def _pop_scope(self) -> None:
+        s = self.scopes[-1]
+        self.scopes = self.scopes[:-1]
+        if s.kind != "function" or s.star:
+            return
+        rest = s.obligations - s.bound
+        if not rest:
+            return
+        for i in range(len(self.scopes) - 1, 0, -1):
+            outer = self.scopes[i]
+            if outer.kind == "function":
+                self._set_scope(i, replace(outer, obligations=outer.obligations | rest))
+                return
+        module = self.scopes[0]
+        self._set_scope(0, replace(module, obligations=module.obligations | rest))
+
+    # -- the end of the program -----------------------------------------------------------------
+    def end_program(self) -> None:
+        """The program ends here (end of text, or a closing fence): undecided names are
+        references, scopes close, and the module's obligations must be met."""
+        if self.mode == DONE:
+            return
+        if self.mode == CODE:
+            self._end_run()
+            self._flush_op()
+            if not self.line_start:
+                self._logical_line_end()
+        while len(self.scopes) > 1:
+            self._pop_scope()
+        module = self.scopes[0]
+        if not module.star and module.obligations - module.bound - BUILTIN_NAMES:
+            self.violations += 1
+        self.mode = DONE
+
+    def at_end_violations(self) -> int:
+        """How many violations ending the program here would add."""
+        twin = self.copy()
+        twin.end_program()
+        return twin.violations - self.violations
