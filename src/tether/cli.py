@@ -9,6 +9,8 @@ Fusion (SPEC §7): ``--intensity``, ``--constraint-spec FILE`` (a FusionConfig o
 Ananke-style ConstraintSpec, JSON), ``--types`` / ``--imports`` extra regex constraints,
 ``--forbid WORD,…`` (never these words, as the Imports domain) and ``--phase auto``
 (free reasoning, the constraint after the ```` ```json ```` fence or ``</think>``).
+With ``--grammar python`` / ``python-fenced``, an intensity that consults Imports adds
+the Python Imports domain (names resolve; ``--code-context FILE`` adds names in reach).
 ``explain`` runs a generation and prints a per-token table (forced or sampled, feasible
 count, legal mass Z, KL, dropped domains, time per domain) and a per-run summary.
 Exit status (docs/errors.md): 0 success, 1 "does not match" (``check``), 2 bad input (a
@@ -187,6 +189,10 @@ def _generation_args(parser: argparse.ArgumentParser) -> None:
                          help="never these whole words (the Imports domain)")
     fusion.add_argument("--phase", choices=PHASE_MODES, default="off",
                         help="auto: free reasoning, the constraint after the delimiter")
+    fusion.add_argument("--code-context", metavar="FILE",
+                        help="with --grammar python/python-fenced and an intensity that "
+                             "consults Imports: Python code whose module-level names the "
+                             "generated code may use (docs/code-domains.md)")
     parser.add_argument("prompt")
 
 
@@ -246,6 +252,7 @@ def _run(args: argparse.Namespace, on_text: Callable[[str], None] | None) -> Gen
                   or args.imports is not None or bool(args.forbid) or args.phase != "off")
     if constraint is not None:
         compile_for_generation(constraint, Vocabulary.of_bytes(), args.extra_properties)
+    code_context = _read(args.code_context, "code context") if args.code_context else ""
     _progress("loading model…")
     model = load_model(args.model)
     imports = (forbid_words(model.vocab, args.forbid.split(",")) if args.forbid
@@ -255,7 +262,8 @@ def _run(args: argparse.Namespace, on_text: Callable[[str], None] | None) -> Gen
                     on_text=on_text, sampling=sampling, deterministic=args.deterministic,
                     fusion=config, types=_regex(args.types), imports=imports,
                     phase=args.phase, extra_properties=args.extra_properties,
-                    sampler=args.sampler, particles=args.particles)
+                    sampler=args.sampler, particles=args.particles,
+                    code_context=code_context)
 
 
 def _fusion_config(args: argparse.Namespace) -> tuple[FusionConfig | None, Regex | None]:

@@ -157,7 +157,9 @@ class Grammar:
     ``longest`` names rules (in Lark, terminals) matched longest, as a lexer would: such a
     rule never ends right before a byte it could go on with, so ``NAME NAME`` cannot read
     ``ab`` as ``a`` then ``b`` — what keeps a grammar without a lexer from splitting
-    identifiers everywhere.
+    identifiers everywhere. ``language`` names the programming language the grammar
+    derives (``"python"`` for :func:`tether.grammars.python`): fusion then adds that
+    language's code domains (docs/code-domains.md).
     """
 
     text: str
@@ -166,6 +168,7 @@ class Grammar:
     indent: str | None = None
     max_depth: int = 16
     longest: tuple[str, ...] = ()
+    language: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):

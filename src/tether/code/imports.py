@@ -79,6 +79,7 @@ class _Shapes:
     runs: dict[bytes, int]  # T bytes -> T id
     complex: np.ndarray  # indices of tokens with identifiers inside S
     line_break: np.ndarray  # by S id: S holds a line break
+    tail_middle: np.ndarray  # by S id: some token has a T after it
     variant: np.ndarray  # (kind, L ends in e, L prefixed) as 4 * kind + 2 * e + prefixed
     variant_middles: dict[int, np.ndarray]  # variant -> the S ids its tokens have
 
@@ -136,6 +137,8 @@ def _shapes(vocab: Vocabulary) -> _Shapes:
         tail=np.array(tail, dtype=np.int64), tail_digit=np.array(tail_digit, dtype=bool),
         runs=runs, complex=np.array(complex_, dtype=np.int64), variant=variant,
         line_break=np.array([b"\n" in m or b"\r" in m for m in middles], dtype=bool),
+        tail_middle=np.bincount(middle_arr[np.array(tail) >= 0],
+                                minlength=len(middles)).astype(bool),
         variant_middles={int(v): np.unique(middle_arr[variant == v])
                          for v in np.unique(variant).tolist()})
 
@@ -150,8 +153,8 @@ class ImportsTable:
         self.eos = np.array(sorted(vocab.eos_ids), dtype=np.int64)
         self._outcomes: OrderedDict[tuple, dict] = OrderedDict()
         self._rows: OrderedDict[tuple, np.ndarray] = OrderedDict()
-        self.roles: list[Role] = []  # the roles outcomes name, by id
-        self._role_ids: dict[Role, int] = {}
+        self.roles: list[Role] = [(FREE, "")]  # the roles outcomes name, by id
+        self._role_ids: dict[Role, int] = {(FREE, ""): 0}
         self._lock = threading.Lock()
 
     def role_id(self, role: Role) -> int:
@@ -370,7 +373,12 @@ class ImportsDomain(StateStackMatcher):
                                                       shapes.middle[shapes.complex])
         outcomes = (table.outcomes(tracker.signature(layout=False)),
                     table.outcomes(tracker.signature()))
-        packed = self._outcomes(tracker, classes, outcomes)
+        quiet = tracker.quiet()
+        packed = self._outcomes(tracker, classes, outcomes, quiet)
+        if not (packed & 3).any() and not self._constrains(packed[:, shapes.tail_middle]):
+            ok[shapes.ids] = True  # no violation, no T to check
+            self._read_complex(ok, tracker, outcomes[1])
+            return ok
         codes = packed[token_class, shapes.middle]
         tails = shapes.tail >= 0
         bad = np.where(tails, codes & 2, codes & 1).astype(bool)
@@ -391,21 +399,30 @@ class ImportsDomain(StateStackMatcher):
                 private = tail_role[0] == ATTR and _private_open(tail_role[1])
                 tok_ok[idx] &= table.row(names, private)[shapes.tail[idx]]
         ok[shapes.ids] = tok_ok
-        if len(shapes.complex):
-            ok[shapes.ids[shapes.complex]] = self._complex(tracker, outcomes[1])
+        self._read_complex(ok, tracker, outcomes[1])
         return ok
 
+    def _constrains(self, packed: np.ndarray) -> bool:
+        """Whether packed outcomes give some T a role that checks names."""
+        roles = self.table.roles
+        return any(roles[rid][0] in (REF, ATTR, MODULE)
+                   for rid in np.unique(packed >> 2).tolist())
+
     def _outcomes(self, tracker: ScopeTracker, classes: _Classes,
-                  outcomes: tuple[dict, dict]) -> np.ndarray:
+                  outcomes: tuple[dict, dict], quiet: bool) -> np.ndarray:
         """Per class (rows) and S id (columns), packed: ``role id << 2 | violation with
         a T << 1 | violation without``; groups not read yet are read now. S's without a
         line break are cached by the signature without layout (``outcomes[0]``), the
-        others by the full one."""
+        others by the full one. ``quiet`` (see :meth:`ScopeTracker.quiet`): only S's a
+        T follows are read; the others add no violation (0, role id 0 is ``FREE``)."""
         shapes, table = self.table.shapes, self.table
         n_mid = len(shapes.middles)
         broken = shapes.line_break
         packed = np.zeros((len(classes.items), n_mid), dtype=np.int64)
         for c, (key, spelling) in enumerate(classes.items):
+            # Quiet covers text without identifier bytes after the identifier written
+            # so far (and numbers): not a class that spells a name of its own.
+            skip = quiet and (not spelling or key[0] == "num")
             pair = []
             for cache in outcomes:
                 known = cache.get(key)
@@ -414,6 +431,8 @@ class ImportsDomain(StateStackMatcher):
                                           np.zeros(n_mid, dtype=bool))
                 pair.append(known)
             for middles in classes.middles[c]:
+                if skip:
+                    middles = middles[shapes.tail_middle[middles]]
                 for m in middles.tolist():
                     code, seen = pair[int(broken[m])]
                     if seen[m]:
@@ -423,6 +442,9 @@ class ImportsDomain(StateStackMatcher):
                     code[m] = table.role_id(tail_role) << 2 | with_tail << 1 | violation
                     seen[m] = True
             packed[c] = np.where(broken, pair[1][0], pair[0][0])
+            if skip:
+                packed[c, ~pair[0][1] & ~broken] = 0
+                packed[c, ~pair[1][1] & broken] = 0
         return packed
 
     def _declared_leads(self, tracker: ScopeTracker, role: Role,
@@ -441,16 +463,19 @@ class ImportsDomain(StateStackMatcher):
                 out.append((spelling, hit))
         return out
 
-    def _complex(self, tracker: ScopeTracker, outcomes: dict) -> np.ndarray:
+    def _read_complex(self, ok: np.ndarray, tracker: ScopeTracker, outcomes: dict) -> None:
         """The tokens with identifiers inside S, read one by one (cached by signature,
         identifier being written and the names in reach)."""
+        complex_ = self.table.shapes.complex
+        if not len(complex_):
+            return
         key = ("complex", tracker.run, tracker.visible_names())
         hit = outcomes.get(key)
         if hit is None:
-            ids = self.table.shapes.ids[self.table.shapes.complex]
+            ids = self.table.shapes.ids[complex_]
             hit = outcomes[key] = np.array([self.token_allowed(int(t)) for t in ids.tolist()],
                                            dtype=bool)
-        return hit
+        ok[self.table.shapes.ids[complex_]] = hit
 
     def _candidates(self, tracker: ScopeTracker, role: Role, run: bytes) -> list[str]:
         """Names whose class may differ from an unknown name's, longer than ``run`` and
@@ -473,8 +498,15 @@ class ImportsDomain(StateStackMatcher):
 
     def _pure(self, ok: np.ndarray, tracker: ScopeTracker, run: bytes, role: Role,
               number: bool) -> None:
-        """One-run tokens: allowed iff the identifier stays a prefix of an accepted name."""
+        """One-run tokens: allowed iff the identifier stays a prefix of an accepted name
+        (and, starting one, its first byte ends no operator into a violation: ``zz)``
+        then ``0`` decides that ``zz`` was a reference)."""
         shapes = self.table.shapes
+        if not run and tracker.mode == CODE and tracker.op:
+            probe = tracker.copy()
+            probe.feed(b"a")
+            if probe.violations != tracker.violations:
+                return
         names = self.table.accepted(role, tracker) if tracker.mode == CODE else None
         if names is None or number:
             ok[shapes.pure_all] = True

@@ -58,6 +58,7 @@ _OPERATORS = frozenset({
     "}", ",", ":", ".", ";", "=", "!", "**", "//", "<<", ">>", "<=", ">=", "==", "!=",
     "->", ":=", "+=", "-=", "*=", "/=", "%=", "@=", "&=", "|=", "^=", "**=", "//=",
     "<<=", ">>=", "...", "..", "`"})
+_EXTENDABLE = frozenset(op[:k] for op in _OPERATORS for k in range(1, len(op)))
 _AUGMENTED = frozenset({"+=", "-=", "*=", "/=", "%=", "@=", "&=", "|=", "^=", "**=",
                         "//=", "<<=", ">>="})
 # What may follow a name in a target list without making it a reference.
@@ -348,10 +349,12 @@ class ScopeTracker:
         ch = chr(b)
         if self.op and self.op + ch in _OPERATORS:
             self.op += ch
-            return
-        self._flush_op()
-        self._begin_significant()
-        self.op = ch
+        else:
+            self._flush_op()
+            self._begin_significant()
+            self.op = ch
+        if self.op not in _EXTENDABLE:  # ")" or "+=": nothing can make it longer
+            self._flush_op()
 
     def _begin_significant(self) -> None:
         """A significant byte: at the start of a logical line, the indentation closes
@@ -979,6 +982,35 @@ class ScopeTracker:
         if not module.star and module.obligations - module.bound - BUILTIN_NAMES:
             self.violations += 1
         self.mode = DONE
+
+    def quiet(self) -> bool:
+        """Whether any text without identifier bytes read from here surely adds no
+        violation: the identifier being written is fine where it stands, nothing
+        undecided or waiting could turn out unresolved (or, in a function body, it
+        would only become an obligation), and ending the program here is fine."""
+        deferred = self._deferred()
+        if self.mode == CODE and self.run and not self.run_num:
+            name = self.run.decode("utf-8", "replace")
+            kind = self.run_role[0]
+            if kind == ATTR:
+                info = module_info(self.run_role[1])
+                if info is not None and not info.has(name):
+                    return False
+            elif kind == MODULE:
+                if name not in available_modules():
+                    return False
+            elif kind == REF or (kind in (PENDING, COMP) and not deferred):
+                if not self.resolves(name):
+                    return False
+        if not deferred:
+            resolves = self.resolves
+            if self.pending is not None and not resolves(self.pending[0]):
+                return False
+            if not all(resolves(t) for t in self.targets):
+                return False
+            if any(b.waiting - b.bound for b in self.brackets):
+                return False
+        return self.at_end_violations() == 0
 
     def at_end_violations(self) -> int:
         """How many violations ending the program here would add."""

@@ -35,9 +35,9 @@ def python(*, indent: str = "    ", max_depth: int = 16, fenced: bool = False) -
     # `x if`, and a name does not end inside a longer one.
     if fenced:
         return Grammar(text + _FENCED, syntax="lark", start="fenced", indent=indent,
-                       max_depth=max_depth, longest=("NAME",))
+                       max_depth=max_depth, longest=("NAME",), language="python")
     return Grammar(text, syntax="lark", indent=indent, max_depth=max_depth,
-                   longest=("NAME",))
+                   longest=("NAME",), language="python")
 
 
 __all__ = ["python"]

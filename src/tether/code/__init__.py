@@ -1,0 +1,54 @@
+"""The code domains for Python (docs/code-domains.md): what fusion adds to
+:func:`tether.grammars.python` — the Imports hard domain (every name the code refers to
+resolves) — and what they know of the code around the generation.
+
+* :mod:`tether.code.modules` — what importable modules hold, read without running them;
+* :mod:`tether.code.scope_tracker` — the scope graph of Python text, byte by byte;
+* :mod:`tether.code.imports` — the Imports domain's exact masks over a vocabulary.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from tether.code.imports import ImportsDomain, ImportsTable, imports_table
+from tether.code.modules import ModuleInfo, available_modules, module_info
+from tether.code.scope_tracker import ScopeTracker
+from tether.fusion import Domain, FusionConfig, HardDomain, Phase
+from tether.vocab import Vocabulary
+
+_FENCED_BLOCK = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\r?\n(.*?)```", re.S)
+
+
+def prompt_code(prompt: str) -> str:
+    """The Python code a prompt holds: its fenced code blocks, or the whole prompt if it
+    is a Python module (a HumanEval-style stub); ``""`` for prose."""
+    blocks = _FENCED_BLOCK.findall(prompt)
+    if blocks:
+        return "\n".join(blocks)
+    try:
+        tree = ast.parse(prompt)
+    except (SyntaxError, ValueError, RecursionError):
+        return ""
+    if any(isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef,
+                             ast.AsyncFunctionDef, ast.ClassDef, ast.Assign))
+           for node in tree.body):
+        return prompt
+    return ""
+
+
+def python_domains(vocab: Vocabulary, config: FusionConfig, *,
+                   context: str = "") -> dict[Domain, HardDomain]:
+    """The hard code domains ``config`` consults in the structured phase, for code the
+    Python grammar constrains; ``context``: code whose module-level names are in reach
+    (the prompt's code, a ``--code-context`` file)."""
+    domains: dict[Domain, HardDomain] = {}
+    if Domain.IMPORTS in config.domains_for(Phase.STRUCTURED_OUTPUT):
+        domains[Domain.IMPORTS] = ImportsDomain(vocab, context=context)
+    return domains
+
+
+__all__ = ["ImportsDomain", "ImportsTable", "ModuleInfo", "ScopeTracker",
+           "available_modules", "imports_table", "module_info", "prompt_code",
+           "python_domains"]
