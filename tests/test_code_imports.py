@@ -9,6 +9,7 @@ through ``generate``/the CLI."""
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -144,7 +145,7 @@ STDLIB = ["json.decoder", "textwrap", "heapq", "bisect", "string", "shlex", "fra
 @pytest.mark.slow
 @pytest.mark.parametrize("name", STDLIB)
 def test_standard_library_reads_without_violation(name):
-    source = open(importlib.util.find_spec(name).origin, "rb").read()
+    source = Path(importlib.util.find_spec(name).origin).read_bytes()
     tracker = ScopeTracker()
     for b in source:
         tracker.feed(bytes((b,)))

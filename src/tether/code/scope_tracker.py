@@ -994,14 +994,15 @@ class ScopeTracker:
             kind = self.run_role[0]
             if kind == ATTR:
                 info = module_info(self.run_role[1])
-                if info is not None and not info.has(name):
-                    return False
+                fine = info is None or info.has(name)
             elif kind == MODULE:
-                if name not in available_modules():
-                    return False
+                fine = name in available_modules()
             elif kind == REF or (kind in (PENDING, COMP) and not deferred):
-                if not self.resolves(name):
-                    return False
+                fine = self.resolves(name)
+            else:
+                fine = True
+            if not fine:
+                return False
         if not deferred:
             resolves = self.resolves
             if self.pending is not None and not resolves(self.pending[0]):
