@@ -12,12 +12,13 @@ as "Complete the following Python function …" with the stub in a code block; g
 
 each without and with ``--phase auto`` (free prose before the code block). The program
 is the stub followed by the code block (the stub's imports are the context Imports puts
-in reach; a block that defines the function replaces the stub's definition). Per configuration: runs the grammar ended (``constraint_complete``, or
-``eog`` right after the closing fence), programs
-that parse (``ast.parse``), programs with an undefined name (pyflakes) and how many such
-names, pass@1 (HumanEval's tests, each program in a subprocess with a 10 s timeout and
-1 GiB / 10 s CPU limits), tokens/s (median), each domain's mask time per token (p50,
-p95), steps where the relaxation cascade dropped Imports.
+in reach; a block that defines the function replaces the stub's definition). Per
+configuration: runs the grammar ended (``constraint_complete``, or ``eog`` right after
+the closing fence), programs that parse (``ast.parse``), programs with an undefined name
+(pyflakes) and how many such names, pass@1 (HumanEval's tests, each program in a
+subprocess with a 10 s timeout and 1 GiB / 10 s CPU limits), tokens/s (median), each
+domain's mask time per token (p50, p95), steps where the relaxation cascade dropped
+Imports.
 
     taskset -c 1 .venv/bin/python bench/code_domains.py [--stride 1] [--limit N]
                                                         [--configs unconstrained,syntax,imports]

@@ -294,9 +294,10 @@ def dsl_surface(rng: random.Random) -> str:
 SPEC_KEYS = ["intensity", "control_flow_weight", "semantics_weight", "adaptive_switching",
              "soft_temperature", "allow_relaxation", "on_budget", "enabled_domains",
              "disabled_domains", "delimiters", "regex", "json_schema", "language", "imports",
-             "fusion", "syntax", "bogus"]
+             "available_modules", "forbidden_imports", "fusion", "syntax", "bogus"]
 SPEC_VALUES: list[Any] = ["standard", "minimal", "full", "exact", "report", "relax", 0, 1.5,
                           -1, float("nan"), True, None, [], ["syntax"], ["types", "bogus"],
+                          "python", "python-fenced", ["math", "from os import path"], ["a b"],
                           "[a-z]+", "(", {"open": "<", "close": ">"}, {}, "x" * 50]
 
 

@@ -264,3 +264,70 @@ def test_a_token_taken_against_the_mask_is_read_and_counted(smollm2_vocab):
     assert domain.violations == 0 and domain.generated_bytes == b"print(banana"
     assert np.array_equal(domain.mask(), ImportsDomain(smollm2_vocab,
                                                        prefix="print(banana").mask())
+
+
+# -- assembly ------------------------------------------------------------------------------
+@pytest.mark.model
+def test_generate_adds_imports_with_the_python_grammar():
+    """One call: the Python grammar and ``full_hard`` give Syntax and Imports; the code
+    the model writes parses and every name in it resolves (pyflakes)."""
+    pytest.importorskip("llama_cpp")
+    import ast
+
+    from pyflakes import checker, messages
+
+    import tether
+    from tether.fusion import FusionConfig
+
+    prompt = ("```python\nimport math\n\ndef area(r: float) -> float:\n    "
+              "\"\"\"The area of a circle of radius r.\"\"\"\n```\n"
+              "Complete the function. Reply with a code block.")
+    for phase in ("off", "auto"):
+        result = tether.generate(prompt, tether.grammars.python(fenced=True),
+                                 fusion=FusionConfig(intensity="full_hard"), phase=phase,
+                                 max_tokens=200, temperature=0)
+        assert {d for s in result.kl for d in s.domain_us} == {"syntax", "imports"}
+        assert result.stop_reason in ("constraint_complete", "eog")
+        code = result.text.split("```python\n", 1)[1].rsplit("```", 1)[0]
+        tree = ast.parse("import math\n" + code)
+        found = checker.Checker(tree).messages
+        assert not [m for m in found if isinstance(m, messages.UndefinedName)], code
+
+
+def test_cli_code_context_must_be_readable(tmp_path):
+    from tether.cli import main
+
+    assert main(["generate", "--grammar", "python-fenced", "--intensity", "full_hard",
+                 "--code-context", str(tmp_path / "missing.py"), "Write code."]) == 2
+
+
+def test_constraint_spec_code_keys():
+    from tether.code import CodeContext
+    from tether.fusion import FusionConfigError, parse_constraint_spec
+
+    spec = parse_constraint_spec({"language": "python-fenced", "intensity": "full_hard",
+                                  "imports": ["math", "from os import path"],
+                                  "available_modules": ["math", "os", "json"],
+                                  "forbidden_imports": ["json"]})
+    context = CodeContext.of_spec(spec)
+    assert context.source == "import math\nfrom os import path\n"
+    tracker = ScopeTracker()
+    tracker.adopt_module_names(context.source)
+    tracker.feed(b"print(math.pi, path.join('a'))\n")
+    assert tracker.violations == 0
+    vocab = Vocabulary([bytes([b]) for b in range(256)] + [b""], eos_ids=[256])
+    domain = ImportsDomain(vocab, available_modules=context.available_modules,
+                           forbidden_modules=context.forbidden_modules)
+    for b in b"import ":
+        domain.consume(b)
+    assert domain.token_allowed(ord("o")) and domain.token_allowed(ord("m"))
+    assert not domain.token_allowed(ord("j"))  # json: available but forbidden
+    assert not domain.token_allowed(ord("r"))  # re: installed but not available
+    for bad, pointer in (({"language": "rust"}, "/language"),
+                         ({"imports": [3]}, "/imports"),
+                         ({"imports": ["print(1)"]}, "/imports/0"),
+                         ({"available_modules": ["a b"]}, "/available_modules/0"),
+                         ({"language": "python", "regex": "a"}, "/language")):
+        with pytest.raises(FusionConfigError) as err:
+            parse_constraint_spec(bad)
+        assert err.value.location == pointer

@@ -489,7 +489,8 @@ def test_constraint_spec_maps_what_tether_can_use() -> None:
     assert spec.config.domains_for(Phase.STRUCTURED_OUTPUT) == {SYN, TYP}
     assert not spec.config.allow_relaxation and spec.config.soft_temperature == 2.0
     assert parse_constraint_spec({}).syntax is None
-    for key in ("json_schema", "ebnf", "type_bindings", "forbidden_imports", "expected_type"):
+    for key in ("json_schema", "ebnf", "type_bindings", "function_signatures",
+                "expected_type"):
         with pytest.raises(FusionConfigError, match="not support yet") as err:
             parse_constraint_spec({key: "x"})
         assert err.value.location == f"/{key}"

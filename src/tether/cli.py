@@ -34,10 +34,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tether import grammars
+from tether.code import CodeContext, language_grammar
 from tether.compiler import compile as compile_constraint
 from tether.constraints import Choices, Constraint, Grammar, JsonSchema, Regex
 from tether.errors import TetherError
-from tether.fusion import FusionConfig, IntensityLevel, forbid_words, parse_constraint_spec
+from tether.fusion import (
+    ConstraintSpec,
+    FusionConfig,
+    IntensityLevel,
+    forbid_words,
+    parse_constraint_spec,
+)
 from tether.sampling import Program, parse_program
 from tether.session import (
     EXTRA_PROPERTIES,
@@ -239,10 +246,13 @@ def _run(args: argparse.Namespace, on_text: Callable[[str], None] | None) -> Gen
     from tether.runtime import generate, load_model
 
     constraint = _constraint(args)
-    config, spec_syntax = _fusion_config(args)
+    config, spec = _fusion_config(args)
+    spec_syntax = None if spec is None else (
+        spec.syntax if spec.language is None else language_grammar(spec.language))
     if spec_syntax is not None:
         if constraint is not None:
-            raise TetherError("the constraint spec names a regex: drop --regex/--choices")
+            raise TetherError("the constraint spec names a regex or a language: drop "
+                              "--regex/--choices/--schema/--grammar")
         constraint = spec_syntax
     sampling = _sampling(args.sampling)
     # Bad settings and constraints are reported before the model loads.
@@ -252,7 +262,8 @@ def _run(args: argparse.Namespace, on_text: Callable[[str], None] | None) -> Gen
                   or args.imports is not None or bool(args.forbid) or args.phase != "off")
     if constraint is not None:
         compile_for_generation(constraint, Vocabulary.of_bytes(), args.extra_properties)
-    code_context = _read(args.code_context, "code context") if args.code_context else ""
+    code_context = (CodeContext() if spec is None else CodeContext.of_spec(spec)).with_source(
+        _read(args.code_context, "code context") if args.code_context else "")
     _progress("loading model…")
     model = load_model(args.model)
     imports = (forbid_words(model.vocab, args.forbid.split(",")) if args.forbid
@@ -266,9 +277,11 @@ def _run(args: argparse.Namespace, on_text: Callable[[str], None] | None) -> Gen
                     code_context=code_context)
 
 
-def _fusion_config(args: argparse.Namespace) -> tuple[FusionConfig | None, Regex | None]:
-    """The ``--constraint-spec`` file's config and regex, with ``--intensity`` applied."""
-    config, syntax = None, None
+def _fusion_config(args: argparse.Namespace) -> tuple[FusionConfig | None,
+                                                     ConstraintSpec | None]:
+    """The ``--constraint-spec`` file's config (with ``--intensity`` applied) and the
+    spec itself."""
+    config, spec = None, None
     if args.constraint_spec is not None:
         try:
             text = Path(args.constraint_spec).read_text(encoding="utf-8")
@@ -276,10 +289,10 @@ def _fusion_config(args: argparse.Namespace) -> tuple[FusionConfig | None, Regex
             raise TetherError(f"cannot read the constraint spec {args.constraint_spec}: "
                               f"{e}") from e
         spec = parse_constraint_spec(text)
-        config, syntax = spec.config, spec.syntax
+        config = spec.config
     if args.intensity is not None:
         config = replace(config or FusionConfig(), intensity=args.intensity)
-    return config, syntax
+    return config, spec
 
 
 def _regex(pattern: str | None) -> Regex | None:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 
 from tether.code.imports import ImportsDomain, ImportsTable, imports_table
 from tether.code.modules import ModuleInfo, available_modules, module_info
 from tether.code.scope_tracker import ScopeTracker
-from tether.fusion import Domain, FusionConfig, HardDomain, Phase
+from tether.constraints import Grammar
+from tether.fusion import ConstraintSpec, Domain, FusionConfig, HardDomain, Phase
 from tether.vocab import Vocabulary
 
 _FENCED_BLOCK = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\r?\n(.*?)```", re.S)
@@ -38,17 +40,51 @@ def prompt_code(prompt: str) -> str:
     return ""
 
 
-def python_domains(vocab: Vocabulary, config: FusionConfig, *,
-                   context: str = "") -> dict[Domain, HardDomain]:
+@dataclass(frozen=True)
+class CodeContext:
+    """What the generated code may rely on: ``source`` whose module-level names are in
+    reach (the prompt's code, a ``--code-context`` file, a constraint spec's
+    ``imports``), the only top-level modules ``import`` may name (``None``: any this
+    interpreter has) and modules never to import."""
+
+    source: str = ""
+    available_modules: tuple[str, ...] | None = None
+    forbidden_modules: tuple[str, ...] = ()
+
+    @classmethod
+    def of_spec(cls, spec: ConstraintSpec, source: str = "") -> CodeContext:
+        """A constraint spec's ``imports``, ``available_modules`` and
+        ``forbidden_imports``, with more ``source``."""
+        return cls(spec.import_source + source, spec.available_modules,
+                   spec.forbidden_imports)
+
+    def with_source(self, source: str) -> CodeContext:
+        """This context with more code in reach."""
+        if not source:
+            return self
+        joined = f"{self.source}\n{source}" if self.source else source
+        return CodeContext(joined, self.available_modules, self.forbidden_modules)
+
+
+def python_domains(vocab: Vocabulary, config: FusionConfig,
+                   context: CodeContext = CodeContext()) -> dict[Domain, HardDomain]:
     """The hard code domains ``config`` consults in the structured phase, for code the
-    Python grammar constrains; ``context``: code whose module-level names are in reach
-    (the prompt's code, a ``--code-context`` file)."""
+    Python grammar constrains."""
     domains: dict[Domain, HardDomain] = {}
     if Domain.IMPORTS in config.domains_for(Phase.STRUCTURED_OUTPUT):
-        domains[Domain.IMPORTS] = ImportsDomain(vocab, context=context)
+        domains[Domain.IMPORTS] = ImportsDomain(
+            vocab, context=context.source, available_modules=context.available_modules,
+            forbidden_modules=context.forbidden_modules)
     return domains
 
 
-__all__ = ["ImportsDomain", "ImportsTable", "ModuleInfo", "ScopeTracker",
-           "available_modules", "imports_table", "module_info", "prompt_code",
-           "python_domains"]
+def language_grammar(language: str) -> Grammar:
+    """The Syntax constraint of a constraint spec's ``language``."""
+    from tether.grammars import python
+
+    return python(fenced=language == "python-fenced")
+
+
+__all__ = ["CodeContext", "ImportsDomain", "ImportsTable", "ModuleInfo", "ScopeTracker",
+           "available_modules", "imports_table", "language_grammar", "module_info",
+           "prompt_code", "python_domains"]

@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -180,7 +181,7 @@ class ImportsTable:
                     info.attributes | {"_"}
             return info.attributes
         if kind == MODULE:
-            return available_modules()
+            return tracker.modules
         return None
 
     def row(self, names: frozenset[str], private_open: bool) -> np.ndarray:
@@ -245,7 +246,7 @@ def _name_class(tracker: ScopeTracker, name: str, role: Role) -> tuple:
         info = module_info(role[1])
         role_ok = info is None or info.has(name)
     elif kind == MODULE:
-        role_ok = name in available_modules()
+        role_ok = name in tracker.modules
     else:
         role_ok = True
     chain = tracker.chain
@@ -274,11 +275,15 @@ class ImportsDomain(StateStackMatcher):
 
     ``context``: Python source whose module-level names are in reach (the prompt's code,
     a ``--code-context`` file) — its imports, functions and assignments; ``prefix``:
-    source the generated text continues (the generation starts where it ends)."""
+    source the generated text continues (the generation starts where it ends).
+    ``available_modules``: the only top-level modules ``import`` may name (default:
+    every module this interpreter can import); ``forbidden_modules``: never these."""
 
     def __init__(self, vocab: Vocabulary, *, context: str = "", prefix: str = "",
+                 available_modules: Iterable[str] | None = None,
+                 forbidden_modules: Iterable[str] = (),
                  table: ImportsTable | None = None) -> None:
-        tracker = ScopeTracker()
+        tracker = ScopeTracker(_module_set(available_modules, forbidden_modules))
         if context:
             tracker.adopt_module_names(context)
         if prefix:
@@ -544,6 +549,20 @@ class ImportsDomain(StateStackMatcher):
 def _declared(tracker: ScopeTracker, role: Role, name: str) -> bool:
     """Whether ``name``'s class may differ from an unknown name's."""
     return _name_class(tracker, name, role) != _name_class(tracker, _UNKNOWN, role)
+
+
+def _module_set(available: Iterable[str] | None, forbidden: Iterable[str]) -> frozenset[str]:
+    """The top-level modules ``import`` may name (shared, so signatures stay cheap)."""
+    allowed = frozenset(available_modules()) if available is None else \
+        frozenset(m.partition(".")[0] for m in available)
+    return _interned(allowed - frozenset(m.partition(".")[0] for m in forbidden))
+
+
+_module_sets: dict[frozenset[str], frozenset[str]] = {}
+
+
+def _interned(modules: frozenset[str]) -> frozenset[str]:
+    return _module_sets.setdefault(modules, modules)
 
 
 def _private_open(module: str) -> bool:

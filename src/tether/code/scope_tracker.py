@@ -158,9 +158,11 @@ class ScopeTracker:
 
     ``feed`` reads bytes; ``copy`` is cheap (the state is a few fields of immutable
     values); ``at_end_violations`` says how many violations ending the program here
-    would add (0: the program may end)."""
+    would add (0: the program may end). ``modules``: the top-level modules ``import``
+    may name (default: every module this interpreter can import)."""
 
-    def __init__(self) -> None:
+    def __init__(self, modules: frozenset[str] | None = None) -> None:
+        self.modules = available_modules() if modules is None else modules
         self.mode = CODE
         self.quote = 0
         self.triple = False
@@ -472,7 +474,7 @@ class ScopeTracker:
             if info is not None and not info.has(name):
                 self.violations += 1
         elif kind == MODULE:
-            if name not in available_modules():
+            if name not in self.modules:
                 self.violations += 1
         elif kind in (LATER, COMP):
             self._refer(name)
@@ -686,7 +688,7 @@ class ScopeTracker:
             None if self.header is None else self.header[0],
             tuple((lam.depth, lam.body) for lam in self.lambdas),
             self.path, self.alias_of, self.from_module, self.from_name, self.relative,
-            self.fence_start)
+            self.fence_start, self.modules)
 
     def _deferred(self) -> bool:
         if any(lam.body for lam in self.lambdas):
@@ -996,7 +998,7 @@ class ScopeTracker:
                 info = module_info(self.run_role[1])
                 fine = info is None or info.has(name)
             elif kind == MODULE:
-                fine = name in available_modules()
+                fine = name in self.modules
             elif kind == REF or (kind in (PENDING, COMP) and not deferred):
                 fine = self.resolves(name)
             else:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from tether.code import prompt_code, python_domains
+from tether.code import CodeContext, prompt_code, python_domains
 from tether.constraints import Constraint, Grammar
 from tether.engine.compiled import Compiled
 from tether.engine.matcher import Matcher
@@ -191,7 +191,7 @@ def generate(
     extra_properties: str = "forbid",
     sampler: str = "mask",
     particles: int = 16,
-    code_context: str = "",
+    code_context: str | CodeContext = "",
 ) -> GenerationResult:
     """Generate a completion of ``prompt`` that satisfies ``constraint``.
 
@@ -218,7 +218,8 @@ def generate(
     after the delimiter that opens the structured part (``fusion.delimiters``).
     With a ``fusion`` config and :func:`tether.grammars.python` as the constraint, the
     code domains the intensity consults join in (docs/code-domains.md): Imports knows
-    the module-level names of the prompt's code and of ``code_context``.
+    the module-level names of the prompt's code and of ``code_context`` (source, or a
+    :class:`~tether.code.CodeContext` that also limits the modules to import).
 
     ``extra_properties`` (JSON Schema only, :mod:`tether.session.policy`): ``"forbid"``
     (default) generates objects that declare properties closed and in schema order,
@@ -241,8 +242,10 @@ def generate(
     matcher = constraint_matcher(constraint, lm.vocab, extra_properties)
     if imports is None and fusion is not None and isinstance(constraint, Grammar) and \
             constraint.language == "python":
-        context = "\n".join(c for c in (prompt_code(prompt), code_context) if c)
-        imports = python_domains(lm.vocab, fusion, context=context).get(Domain.IMPORTS)
+        context = code_context if isinstance(code_context, CodeContext) else \
+            CodeContext(code_context)
+        imports = python_domains(lm.vocab, fusion, context.with_source(
+            prompt_code(prompt))).get(Domain.IMPORTS)
     fused = fused_domains(lm.vocab, lm, matcher, fusion, types, imports, soft, phase)
     if fused is not None and isinstance(decide, Program):
         raise TetherError("a beam program cannot run with fusion (fusion=, types=, "

@@ -16,10 +16,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.code import CodeContext, language_grammar, prompt_code, python_domains
 from tether.constraints import Choices, Constraint, Grammar, JsonSchema, Regex
 from tether.engine.compiled import Compiled
 from tether.errors import BudgetTooSmall, TetherError
-from tether.fusion import FusionConfig, parse_constraint_spec
+from tether.fusion import Domain, FusionConfig, parse_constraint_spec
 from tether.runtime.llama import LlamaModel
 from tether.sampling import Pipeline, Program, parse_program
 from tether.serve.protocol import ApiError, ChatRequest, CompletionRequest
@@ -202,15 +203,27 @@ def _fused(request: ChatRequest | CompletionRequest, lm: LlamaModel, matcher: An
         return None
     try:
         spec = parse_constraint_spec(request.constraint_spec)
-        if spec.syntax is not None:
+        syntax = spec.syntax if spec.language is None else language_grammar(spec.language)
+        if syntax is not None:
             if matcher is not None:
-                raise ApiError(400, "constraint_spec names a regex: give no other "
-                               "constraint", param="constraint_spec")
-            matcher = compile_for_generation(spec.syntax, lm.vocab).matcher()
+                raise ApiError(400, "constraint_spec names a regex or a language: give no "
+                               "other constraint", param="constraint_spec")
+            matcher = compile_for_generation(syntax, lm.vocab).matcher()
         config: FusionConfig = spec.config
-        return fused_domains(lm.vocab, lm, matcher, config)
+        imports = None
+        if spec.language is not None:
+            context = CodeContext.of_spec(spec, prompt_code(_request_text(request)))
+            imports = python_domains(lm.vocab, config, context).get(Domain.IMPORTS)
+        return fused_domains(lm.vocab, lm, matcher, config, imports=imports)
     except TetherError as e:
         raise ApiError(400, f"constraint_spec: {e}", param="constraint_spec") from None
+
+
+def _request_text(request: ChatRequest | CompletionRequest) -> str:
+    """The text a request puts to the model (where the code domains look for code)."""
+    if isinstance(request, ChatRequest):
+        return "\n".join(m.text() for m in request.messages)
+    return request.prompt if isinstance(request.prompt, str) else "\n".join(request.prompt)
 
 
 def _fits(lm: LlamaModel, prompt: list[int], param: str) -> list[int]:
