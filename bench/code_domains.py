@@ -9,6 +9,7 @@ as "Complete the following Python function …" with the stub in a code block; g
 - ``syntax``: ``tether.grammars.python(fenced=True)`` (intensity ``syntax_only``);
 - ``imports``: the same with intensity ``full_hard`` — Syntax and Imports (the Types
   domain is not built yet, so ``full_hard`` consults these two);
+- ``full``: intensity ``full`` — and the ControlFlow and Semantics scorers;
 
 each without and with ``--phase auto`` (free prose before the code block). The program
 is the stub followed by the code block (the stub's imports are the context Imports puts
@@ -54,6 +55,7 @@ CONFIGS = {
     "unconstrained": None,
     "syntax": "syntax_only",
     "imports": "full_hard",
+    "full": "full",
 }
 
 

@@ -331,3 +331,40 @@ def test_constraint_spec_code_keys():
         with pytest.raises(FusionConfigError) as err:
             parse_constraint_spec(bad)
         assert err.value.location == pointer
+
+
+# -- ControlFlow and Semantics ---------------------------------------------------------------
+def test_control_flow_rules(smollm2_vocab):
+    from tether.code import ControlFlowScorer
+
+    vocab = smollm2_vocab
+    ids = {vocab.tokens[t]: t for t in range(vocab.size) if not vocab.special[t]}
+
+    def scores_after(text: str) -> np.ndarray:
+        scorer = ControlFlowScorer(vocab)
+        for token in _tokens(vocab, text):
+            scorer.consume(token)
+        score = scorer.scores(text.encode())
+        return np.zeros(vocab.size) if score is None else score.to_dense(vocab.size)
+
+    module = scores_after("x = 1\n")
+    assert module[ids[b"return"]] < 0 and module[ids[b"await"]] < 0
+    body = scores_after("def f():\n   ")
+    assert body[ids[b" return"]] == 0 and body[ids[b" await"]] < 0
+    assert scores_after("async def f():\n   ")[ids[b" await"]] == 0
+    bare = scores_after("try:\n    pass\nexcept")
+    assert bare[ids[b":"]] < 0 and bare[ids[b" Exception"]] > 0
+    assert scores_after("f =")[ids[b" open"]] < 0
+    assert scores_after("with")[ids[b" open"]] == 0
+
+
+def test_semantics_prefers_the_prompts_identifiers(smollm2_vocab):
+    from tether.code import prompt_identifiers, semantics_scorer
+
+    prompt = "Write `is_prime(n)` with math.isqrt; reuse the helper sort_items."
+    assert prompt_identifiers(prompt) == ["is_prime", "math", "isqrt", "sort_items"]
+    score = semantics_scorer(smollm2_vocab, prompt).scores(b"return math.").to_dense(
+        smollm2_vocab.size)
+    ids = {smollm2_vocab.tokens[t]: t for t in range(smollm2_vocab.size)}
+    assert score[ids[b"is"]] > 0 and score[ids[b"sqrt"]] == 0
+    assert semantics_scorer(smollm2_vocab, "Say hello.") is None

@@ -1,10 +1,12 @@
 """The code domains for Python (docs/code-domains.md): what fusion adds to
 :func:`tether.grammars.python` — the Imports hard domain (every name the code refers to
-resolves) — and what they know of the code around the generation.
+resolves), the ControlFlow and Semantics soft domains — and what they know of the code
+around the generation.
 
 * :mod:`tether.code.modules` — what importable modules hold, read without running them;
 * :mod:`tether.code.scope_tracker` — the scope graph of Python text, byte by byte;
-* :mod:`tether.code.imports` — the Imports domain's exact masks over a vocabulary.
+* :mod:`tether.code.imports` — the Imports domain's exact masks over a vocabulary;
+* :mod:`tether.code.control_flow` — the rule and prompt scorers.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import ast
 import re
 from dataclasses import dataclass
 
+from tether.code.control_flow import ControlFlowScorer, prompt_identifiers, semantics_scorer
 from tether.code.imports import ImportsDomain, ImportsTable, imports_table
 from tether.code.modules import ModuleInfo, available_modules, module_info
 from tether.code.scope_tracker import ScopeTracker
 from tether.constraints import Grammar
-from tether.fusion import ConstraintSpec, Domain, FusionConfig, HardDomain, Phase
+from tether.fusion import ConstraintSpec, Domain, FusionConfig, HardDomain, Phase, Scorer
 from tether.vocab import Vocabulary
 
 _FENCED_BLOCK = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\r?\n(.*?)```", re.S)
@@ -78,6 +81,21 @@ def python_domains(vocab: Vocabulary, config: FusionConfig,
     return domains
 
 
+def python_scorers(vocab: Vocabulary, config: FusionConfig,
+                   prompt: str = "") -> dict[Domain, Scorer]:
+    """The soft code domains ``config`` consults: ControlFlow's rules, Semantics' preference
+    for the identifiers ``prompt`` names."""
+    active = config.domains_for(Phase.STRUCTURED_OUTPUT)
+    scorers: dict[Domain, Scorer] = {}
+    if Domain.CONTROL_FLOW in active:
+        scorers[Domain.CONTROL_FLOW] = ControlFlowScorer(vocab)
+    if Domain.SEMANTICS in active:
+        semantics = semantics_scorer(vocab, prompt)
+        if semantics is not None:
+            scorers[Domain.SEMANTICS] = semantics
+    return scorers
+
+
 def language_grammar(language: str) -> Grammar:
     """The Syntax constraint of a constraint spec's ``language``."""
     from tether.grammars import python
@@ -85,6 +103,7 @@ def language_grammar(language: str) -> Grammar:
     return python(fenced=language == "python-fenced")
 
 
-__all__ = ["CodeContext", "ImportsDomain", "ImportsTable", "ModuleInfo", "ScopeTracker",
-           "available_modules", "imports_table", "language_grammar", "module_info",
-           "prompt_code", "python_domains"]
+__all__ = ["CodeContext", "ControlFlowScorer", "ImportsDomain", "ImportsTable", "ModuleInfo",
+           "ScopeTracker", "available_modules", "imports_table", "language_grammar",
+           "module_info", "prompt_code", "prompt_identifiers", "python_domains",
+           "python_scorers", "semantics_scorer"]

@@ -119,6 +119,7 @@ class Scope:
     modules: tuple[tuple[str, str], ...] = ()
     obligations: frozenset[str] = frozenset()
     star: bool = False  # a star-import of unknown names: every name resolves
+    is_async: bool = False  # an "async def" body
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,8 @@ class ScopeTracker:
         self.clause = ""
         self.line_free = False
         self.scopes: tuple[Scope, ...] = (Scope("module", -1),)
-        self.header: tuple[str, int, frozenset[str]] | None = None
+        # a def/class header being read: kind, indent, parameters, async
+        self.header: tuple[str, int, frozenset[str], bool] | None = None
         self.lambdas: tuple[Lambda, ...] = ()
         self.path: tuple[str, ...] = ()  # dotted module path of an import being read
         self.alias_of: str | None = None  # the module an "as" name will be bound to
@@ -690,6 +692,14 @@ class ScopeTracker:
             self.path, self.alias_of, self.from_module, self.from_name, self.relative,
             self.fence_start, self.modules)
 
+    def in_function(self, is_async: bool = False) -> bool:
+        """Whether the code here is in a function body (``is_async``: the innermost
+        function or class body is an ``async def``'s)."""
+        if len(self.scopes) < 2:
+            return False
+        scope = self.scopes[-1]
+        return scope.kind == "function" and (scope.is_async or not is_async)
+
     def _deferred(self) -> bool:
         if any(lam.body for lam in self.lambdas):
             return True
@@ -709,8 +719,8 @@ class ScopeTracker:
             return
         if where == "param":
             if self.header is not None:
-                kind, indent, params = self.header
-                self.header = (kind, indent, params | {name})
+                kind, indent, params, is_async = self.header
+                self.header = (kind, indent, params | {name}, is_async)
             return
         if where == "import":
             self._bind(name, self.alias_of)
@@ -748,7 +758,7 @@ class ScopeTracker:
             self.stmt = word
             self.clause = _FIRST_CLAUSE.get(word, "")
             if word in ("def", "class"):
-                self.header = (word, self.indent, frozenset())
+                self.header = (word, self.indent, frozenset(), self.prev == "async")
         elif word == "for" and depth:
             top = self.brackets[-1]
             # A would-be target list turns out to be a comprehension: the names it held
@@ -909,9 +919,9 @@ class ScopeTracker:
         opens a scope; the rest of the line is a simple statement."""
         header = self.header
         if header is not None and self.stmt in ("def", "class"):
-            kind, indent, params = header
+            kind, indent, params, is_async = header
             scope = Scope("function" if kind == "def" else "class", indent,
-                          bound=params)
+                          bound=params, is_async=is_async)
             self.scopes += (scope,)
         self.header = None
         self._statement_start()

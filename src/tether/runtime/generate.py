@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from tether.code import CodeContext, prompt_code, python_domains
+from tether.code import CodeContext, prompt_code, python_domains, python_scorers
 from tether.constraints import Constraint, Grammar
 from tether.engine.compiled import Compiled
 from tether.engine.matcher import Matcher
@@ -219,7 +219,9 @@ def generate(
     With a ``fusion`` config and :func:`tether.grammars.python` as the constraint, the
     code domains the intensity consults join in (docs/code-domains.md): Imports knows
     the module-level names of the prompt's code and of ``code_context`` (source, or a
-    :class:`~tether.code.CodeContext` that also limits the modules to import).
+    :class:`~tether.code.CodeContext` that also limits the modules to import);
+    ControlFlow's rules and Semantics' preference for the prompt's identifiers at
+    ``full``.
 
     ``extra_properties`` (JSON Schema only, :mod:`tether.session.policy`): ``"forbid"``
     (default) generates objects that declare properties closed and in schema order,
@@ -240,12 +242,15 @@ def generate(
     decide = decider(lm.vocab, sampling, temperature, deterministic, seed)
     started = time.perf_counter()
     matcher = constraint_matcher(constraint, lm.vocab, extra_properties)
-    if imports is None and fusion is not None and isinstance(constraint, Grammar) and \
+    if fusion is not None and isinstance(constraint, Grammar) and \
             constraint.language == "python":
         context = code_context if isinstance(code_context, CodeContext) else \
             CodeContext(code_context)
-        imports = python_domains(lm.vocab, fusion, context.with_source(
-            prompt_code(prompt))).get(Domain.IMPORTS)
+        if imports is None:
+            imports = python_domains(lm.vocab, fusion, context.with_source(
+                prompt_code(prompt))).get(Domain.IMPORTS)
+        if soft is None:
+            soft = python_scorers(lm.vocab, fusion, prompt) or None
     fused = fused_domains(lm.vocab, lm, matcher, fusion, types, imports, soft, phase)
     if fused is not None and isinstance(decide, Program):
         raise TetherError("a beam program cannot run with fusion (fusion=, types=, "

@@ -16,7 +16,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.code import CodeContext, language_grammar, prompt_code, python_domains
+from tether.code import (
+    CodeContext,
+    language_grammar,
+    prompt_code,
+    python_domains,
+    python_scorers,
+)
 from tether.constraints import Choices, Constraint, Grammar, JsonSchema, Regex
 from tether.engine.compiled import Compiled
 from tether.errors import BudgetTooSmall, TetherError
@@ -210,11 +216,13 @@ def _fused(request: ChatRequest | CompletionRequest, lm: LlamaModel, matcher: An
                                "other constraint", param="constraint_spec")
             matcher = compile_for_generation(syntax, lm.vocab).matcher()
         config: FusionConfig = spec.config
-        imports = None
+        imports, soft = None, None
         if spec.language is not None:
-            context = CodeContext.of_spec(spec, prompt_code(_request_text(request)))
+            text = _request_text(request)
+            context = CodeContext.of_spec(spec, prompt_code(text))
             imports = python_domains(lm.vocab, config, context).get(Domain.IMPORTS)
-        return fused_domains(lm.vocab, lm, matcher, config, imports=imports)
+            soft = python_scorers(lm.vocab, config, text) or None
+        return fused_domains(lm.vocab, lm, matcher, config, imports=imports, soft=soft)
     except TetherError as e:
         raise ApiError(400, f"constraint_spec: {e}", param="constraint_spec") from None
 
