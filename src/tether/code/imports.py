@@ -79,6 +79,7 @@ class _Shapes:
     tail_digit: np.ndarray  # T starts with a digit (a number: any T)
     runs: dict[bytes, int]  # T bytes -> T id
     complex: np.ndarray  # indices of tokens with identifiers inside S
+    complex_leads: tuple[bytes, ...]  # their L's
     line_break: np.ndarray  # by S id: S holds a line break
     tail_middle: np.ndarray  # by S id: some token has a T after it
     variant: np.ndarray  # (kind, L ends in e, L prefixed) as 4 * kind + 2 * e + prefixed
@@ -97,6 +98,7 @@ def _shapes(vocab: Vocabulary) -> _Shapes:
     tail: list[int] = []
     tail_digit: list[bool] = []
     complex_: list[int] = []
+    complex_leads: list[bytes] = []
     middles: dict[bytes, int] = {}
     runs: dict[bytes, int] = {}
     for t, data in enumerate(vocab.tokens):
@@ -124,6 +126,7 @@ def _shapes(vocab: Vocabulary) -> _Shapes:
         tail_digit.append(bool(T) and T[0] in _DIGITS)
         if any(s >= lead_end and e <= tail_start for s, e in spans):
             complex_.append(i)
+            complex_leads.append(L)
     variant = np.array(kinds, dtype=np.int64) * 4 + np.array(lead_e, dtype=np.int64) * 2 + \
         np.array(prefixed, dtype=np.int64)
     middle_arr = np.array(middle, dtype=np.int64)
@@ -136,7 +139,8 @@ def _shapes(vocab: Vocabulary) -> _Shapes:
         lead_e=np.array(lead_e, dtype=bool), lead_prefixed=np.array(prefixed, dtype=bool),
         middle=np.array(middle, dtype=np.int64), middles=list(middles),
         tail=np.array(tail, dtype=np.int64), tail_digit=np.array(tail_digit, dtype=bool),
-        runs=runs, complex=np.array(complex_, dtype=np.int64), variant=variant,
+        runs=runs, complex=np.array(complex_, dtype=np.int64),
+        complex_leads=tuple(complex_leads), variant=variant,
         line_break=np.array([b"\n" in m or b"\r" in m for m in middles], dtype=bool),
         tail_middle=np.bincount(middle_arr[np.array(tail) >= 0],
                                 minlength=len(middles)).astype(bool),
@@ -369,10 +373,8 @@ class ImportsDomain(StateStackMatcher):
         classes = _Classes()
         token_class = classes.defaults(shapes, tracker, run, role, in_code, number)
         if in_code and not number:
-            for spelling, hit in self._declared_leads(tracker, role, run):
-                name = (run + spelling).decode("utf-8", "replace")
-                token_class[hit] = classes.add(_name_class(tracker, name, role), spelling,
-                                               shapes.middle[hit])
+            for spelling, hit, key in self._declared_leads(tracker, role, run):
+                token_class[hit] = classes.add(key, spelling, shapes.middle[hit])
         if len(shapes.complex):
             token_class[shapes.complex] = classes.add(("complex",), b"",
                                                       shapes.middle[shapes.complex])
@@ -382,7 +384,7 @@ class ImportsDomain(StateStackMatcher):
         packed = self._outcomes(tracker, classes, outcomes, quiet)
         if not (packed & 3).any() and not self._constrains(packed[:, shapes.tail_middle]):
             ok[shapes.ids] = True  # no violation, no T to check
-            self._read_complex(ok, tracker, outcomes[1])
+            self._read_complex(ok, tracker, outcomes[1], role)
             return ok
         codes = packed[token_class, shapes.middle]
         tails = shapes.tail >= 0
@@ -404,7 +406,7 @@ class ImportsDomain(StateStackMatcher):
                 private = tail_role[0] == ATTR and _private_open(tail_role[1])
                 tok_ok[idx] &= table.row(names, private)[shapes.tail[idx]]
         ok[shapes.ids] = tok_ok
-        self._read_complex(ok, tracker, outcomes[1])
+        self._read_complex(ok, tracker, outcomes[1], role)
         return ok
 
     def _constrains(self, packed: np.ndarray) -> bool:
@@ -438,14 +440,16 @@ class ImportsDomain(StateStackMatcher):
             for middles in classes.middles[c]:
                 if skip:
                     middles = middles[shapes.tail_middle[middles]]
-                for m in middles.tolist():
-                    code, seen = pair[int(broken[m])]
-                    if seen[m]:
-                        continue
-                    violation, with_tail, tail_role = self._simulate(
-                        tracker, spelling, shapes.middles[m])
-                    code[m] = table.role_id(tail_role) << 2 | with_tail << 1 | violation
-                    seen[m] = True
+                for (code, seen), part in zip(pair, (~broken[middles], broken[middles]),
+                                              strict=True):
+                    sub = middles[part]
+                    for m in sub[~seen[sub]].tolist():
+                        if seen[m]:
+                            continue  # a middle listed twice
+                        violation, with_tail, tail_role = self._simulate(
+                            tracker, spelling, shapes.middles[m])
+                        code[m] = table.role_id(tail_role) << 2 | with_tail << 1 | violation
+                        seen[m] = True
             packed[c] = np.where(broken, pair[1][0], pair[0][0])
             if skip:
                 packed[c, ~pair[0][1] & ~broken] = 0
@@ -453,28 +457,41 @@ class ImportsDomain(StateStackMatcher):
         return packed
 
     def _declared_leads(self, tracker: ScopeTracker, role: Role,
-                        run: bytes) -> list[tuple[bytes, np.ndarray]]:
-        """The L's that close a name someone declared (its class may differ from an
-        unknown name's), with their tokens."""
+                        run: bytes) -> list[tuple[bytes, np.ndarray, tuple]]:
+        """The L's that close a name someone declared (its class differs from an unknown
+        name's), with their tokens and that class."""
         lead = self.table.shapes.lead
+        unknown = _name_class(tracker, _UNKNOWN, role)
         if len(lead) <= 256:
-            return [(spelling, hit) for spelling, hit in lead.items()
-                    if _declared(tracker, role, (run + spelling).decode("utf-8", "replace"))]
+            pairs = list(lead.items())
+        else:
+            pairs = []
+            for name in self._candidates(tracker, role, run):
+                spelling = name.encode()[len(run):]
+                hit = lead.get(spelling)
+                if hit is not None:
+                    pairs.append((spelling, hit))
         out = []
-        for name in self._candidates(tracker, role, run):
-            spelling = name.encode()[len(run):]
-            hit = lead.get(spelling)
-            if hit is not None:
-                out.append((spelling, hit))
+        for spelling, hit in pairs:
+            key = _name_class(tracker, (run + spelling).decode("utf-8", "replace"), role)
+            if key != unknown:
+                out.append((spelling, hit, key))
         return out
 
-    def _read_complex(self, ok: np.ndarray, tracker: ScopeTracker, outcomes: dict) -> None:
+    def _read_complex(self, ok: np.ndarray, tracker: ScopeTracker, outcomes: dict,
+                      role: Role) -> None:
         """The tokens with identifiers inside S, read one by one (cached by signature,
-        identifier being written and the names in reach)."""
-        complex_ = self.table.shapes.complex
+        the class of the identifier each closes, and the names in reach)."""
+        shapes = self.table.shapes
+        complex_ = shapes.complex
         if not len(complex_):
             return
-        key = ("complex", tracker.run, tracker.visible_names())
+        in_code = tracker.mode == CODE
+        run = tracker.run if in_code else b""
+        number = in_code and bool(run) and tracker.run_num
+        key = ("complex", tracker.visible_names(),
+               tuple(_lead_class(tracker, run, lead, role, in_code, number)
+                     for lead in dict.fromkeys(shapes.complex_leads)))
         hit = outcomes.get(key)
         if hit is None:
             ids = self.table.shapes.ids[complex_]
@@ -546,11 +563,6 @@ class ImportsDomain(StateStackMatcher):
         return bad, probe.violations != tracker.violations, role
 
 
-def _declared(tracker: ScopeTracker, role: Role, name: str) -> bool:
-    """Whether ``name``'s class may differ from an unknown name's."""
-    return _name_class(tracker, name, role) != _name_class(tracker, _UNKNOWN, role)
-
-
 def _module_set(available: Iterable[str] | None, forbidden: Iterable[str]) -> frozenset[str]:
     """The top-level modules ``import`` may name (shared, so signatures stay cheap)."""
     allowed = frozenset(available_modules()) if available is None else \
@@ -592,11 +604,30 @@ class _Classes:
                  in_code: bool, number: bool) -> np.ndarray:
         """Every token's class when its L is no name anyone declared."""
         of_variant = np.zeros(12, dtype=np.int64)
+        unknown = None  # the class of an unknown name, computed once
         for v, middles in shapes.variant_middles.items():
             kind, e, p = v // 4, bool(v & 2), bool(v & 1)
-            key, spelling = _default_class(tracker, run, role, in_code, number, kind, e, p)
+            if in_code and kind and not number and (kind == 1 or run):
+                if unknown is None:
+                    unknown = _name_class(tracker, _UNKNOWN, role)
+                key, spelling = unknown, _UNKNOWN_SPELLING
+            else:
+                key, spelling = _default_class(tracker, run, role, in_code, number, kind,
+                                               e, p)
             of_variant[v] = self.add(key, spelling, middles)
         return of_variant[shapes.variant]
+
+
+def _lead_class(tracker: ScopeTracker, run: bytes, lead: bytes, role: Role, in_code: bool,
+                number: bool) -> tuple:
+    """The class of the identifier ``run + lead`` a token closes."""
+    if not in_code:
+        return ("text",) if lead else ("none",)
+    if not run and not lead:
+        return ("none",)
+    if number or (not run and lead[:1].isdigit()):
+        return _number_class(run + lead)
+    return _name_class(tracker, (run + lead).decode("utf-8", "replace"), role)
 
 
 def _default_class(tracker: ScopeTracker, run: bytes, role: Role, in_code: bool,
