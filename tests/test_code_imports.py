@@ -368,3 +368,35 @@ def test_semantics_prefers_the_prompts_identifiers(smollm2_vocab):
     ids = {smollm2_vocab.tokens[t]: t for t in range(smollm2_vocab.size)}
     assert score[ids[b"is"]] > 0 and score[ids[b"sqrt"]] == 0
     assert semantics_scorer(smollm2_vocab, "Say hello.") is None
+
+
+def test_budget_end_relaxes_imports_instead_of_failing(smollm2_vocab):
+    """Near the end of the budget only the closing fence fits Syntax, and Imports refuses
+    to end the program while ``g`` is owed: the step relaxes Imports (reported as
+    dropped), as the cascade would, instead of finding no token."""
+    import tether
+    from tether.fusion import Domain, FusionConfig
+    from tether.session import Session, decider, fused_domains
+    from tether.session.policy import compile_for_generation
+
+    vocab = smollm2_vocab
+    compiled = compile_for_generation(tether.grammars.python(fenced=True), vocab)
+    prefix = _tokens(vocab, "```python\ndef f():\n    return g()\n")
+
+    class Pieces:  # the tokenizer fusion asks for (phases are off here)
+        def tokenize(self, data: bytes, *, special: bool = False,
+                     add_bos: bool = False) -> list[int]:
+            return _tokens(vocab, data.decode())
+
+    fused = fused_domains(vocab, Pieces(), compiled.matcher(),
+                          FusionConfig(intensity="full_hard"), imports=ImportsDomain(vocab))
+    session = Session(vocab, fused, decider(vocab, seed=0), max_tokens=len(prefix) + 2)
+    for token in prefix:
+        session.advance(token)
+    rng = np.random.default_rng(0)
+    while (stop := session.stop_reason()) is None:
+        stop = session.decide(rng.normal(size=vocab.size).astype(np.float32))
+        if stop is not None:
+            break
+    assert stop == "constraint_complete"
+    assert any(Domain.IMPORTS.value in s.dropped for s in session.steps)

@@ -161,6 +161,12 @@ class FusedConstraint:
         """Syntax's tokens after which it can be completed within ``k`` tokens."""
         return self.syntax.budget_mask(k) if self._syntax_active() else self.free_mask
 
+    def relaxed_for_budget(self) -> tuple[str, ...]:
+        """The hard domains besides Syntax a step consults (those a step relaxes when
+        only Syntax's budget mask is left)."""
+        active = self.config.domains_for(self.phase)
+        return tuple(d.value for d in self._hard if d in active)
+
     def allowed(self, token_id: int) -> bool:
         """Whether every active hard domain allows ``token_id`` (without relaxation)."""
         result = self.domains.step(self.phase).result
@@ -272,9 +278,12 @@ class FusedConstraint:
 
 
 def _with_report(info: StepInfo, report: StepReport) -> StepInfo:
+    """The step's diagnostics with the fusion report's (domains the cascade dropped come
+    first, then any the budget relaxed, already in ``info``)."""
+    dropped = tuple(d.value for d in report.result.dropped)
     return replace(
         info, phase=report.phase.value,
-        dropped=tuple(d.value for d in report.result.dropped),
+        dropped=dropped + tuple(d for d in info.dropped if d not in dropped),
         skipped=tuple(d.value for d in report.skipped),
         domain_us={d.value: ns / 1000 for d, ns in report.timings_ns.items()})
 

@@ -24,7 +24,10 @@ is generated; otherwise a run never ends cut by the budget: when the budget is s
 text is complete (``constraint_complete``). Deciding, the session asks the decider
 first and checks the token it picked: a token that does not fit is taken out of the mask
 and the decider asked again, which samples exactly from the budget's mask without
-computing it; after ``MAX_REJECTIONS`` the budget's mask is computed whole.
+computing it; after ``MAX_REJECTIONS`` the budget's mask is computed whole. Budgets
+count Syntax only: when fused hard domains leave no token that completes Syntax in time
+(Imports refusing to end the program while a name is still owed), they are relaxed for
+the step, as the relaxation cascade would, and the step reports them ``dropped``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -236,7 +240,14 @@ class Session:
                     return token, info, stop
                 mask = mask.copy()  # type: ignore[union-attr]
                 mask[token >> 5] &= ~np.uint32(1 << (token & 31))
-            return decide(logits, self._budget_filter(mask), history)  # type: ignore[arg-type]
+            fitting = self._budget_filter(mask)  # type: ignore[arg-type]
+            if fitting.any() or not isinstance(self.matcher, FusedConstraint):
+                return decide(logits, fitting, history)
+            token, info, stop = decide(logits, self.matcher.budget_mask(self.tokens_left - 1),
+                                       history)
+            if info is not None:
+                info = replace(info, dropped=info.dropped + self.matcher.relaxed_for_budget())
+            return token, info, stop
 
         return within
 
