@@ -269,8 +269,8 @@ def test_a_token_taken_against_the_mask_is_read_and_counted(smollm2_vocab):
 # -- assembly ------------------------------------------------------------------------------
 @pytest.mark.model
 def test_generate_adds_imports_with_the_python_grammar():
-    """One call: the Python grammar and ``full_hard`` give Syntax and Imports; the code
-    the model writes parses and every name in it resolves (pyflakes)."""
+    """One call: the Python grammar and ``full_hard`` give Syntax, Types and Imports; the
+    code the model writes parses and every name in it resolves (pyflakes)."""
     pytest.importorskip("llama_cpp")
     import ast
 
@@ -286,7 +286,7 @@ def test_generate_adds_imports_with_the_python_grammar():
         result = tether.generate(prompt, tether.grammars.python(fenced=True),
                                  fusion=FusionConfig(intensity="full_hard"), phase=phase,
                                  max_tokens=200, temperature=0)
-        assert {d for s in result.kl for d in s.domain_us} == {"syntax", "imports"}
+        assert {d for s in result.kl for d in s.domain_us} == {"syntax", "types", "imports"}
         assert result.stop_reason in ("constraint_complete", "eog")
         code = result.text.split("```python\n", 1)[1].rsplit("```", 1)[0]
         tree = ast.parse("import math\n" + code)

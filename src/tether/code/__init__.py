@@ -1,11 +1,13 @@
 """The code domains for Python (docs/code-domains.md): what fusion adds to
 :func:`tether.grammars.python` — the Imports hard domain (every name the code refers to
-resolves), the ControlFlow and Semantics soft domains — and what they know of the code
-around the generation.
+resolves), the Types hard domain (members of values of known type), the ControlFlow and
+Semantics soft domains — and what they know of the code around the generation.
 
 * :mod:`tether.code.modules` — what importable modules hold, read without running them;
 * :mod:`tether.code.scope_tracker` — the scope graph of Python text, byte by byte;
-* :mod:`tether.code.imports` — the Imports domain's exact masks over a vocabulary;
+* :mod:`tether.code.value_types` — builtin types' members and what calls return;
+* :mod:`tether.code.name_masks` — the Imports and Types domains' exact masks over a
+  vocabulary;
 * :mod:`tether.code.control_flow` — the rule and prompt scorers.
 """
 
@@ -16,8 +18,8 @@ import re
 from dataclasses import dataclass
 
 from tether.code.control_flow import ControlFlowScorer, prompt_identifiers, semantics_scorer
-from tether.code.imports import ImportsDomain, ImportsTable, imports_table
 from tether.code.modules import ModuleInfo, available_modules, module_info
+from tether.code.name_masks import ImportsDomain, NameDomain, NameTable, TypesDomain, name_table
 from tether.code.scope_tracker import ScopeTracker
 from tether.constraints import Grammar
 from tether.fusion import ConstraintSpec, Domain, FusionConfig, HardDomain, Phase, Scorer
@@ -73,8 +75,11 @@ def python_domains(vocab: Vocabulary, config: FusionConfig,
                    context: CodeContext = CodeContext()) -> dict[Domain, HardDomain]:
     """The hard code domains ``config`` consults in the structured phase, for code the
     Python grammar constrains."""
+    active = config.domains_for(Phase.STRUCTURED_OUTPUT)
     domains: dict[Domain, HardDomain] = {}
-    if Domain.IMPORTS in config.domains_for(Phase.STRUCTURED_OUTPUT):
+    if Domain.TYPES in active:
+        domains[Domain.TYPES] = TypesDomain(vocab, context=context.source)
+    if Domain.IMPORTS in active:
         domains[Domain.IMPORTS] = ImportsDomain(
             vocab, context=context.source, available_modules=context.available_modules,
             forbidden_modules=context.forbidden_modules)
@@ -103,7 +108,7 @@ def language_grammar(language: str) -> Grammar:
     return python(fenced=language == "python-fenced")
 
 
-__all__ = ["CodeContext", "ControlFlowScorer", "ImportsDomain", "ImportsTable", "ModuleInfo",
-           "ScopeTracker", "available_modules", "imports_table", "language_grammar",
-           "module_info", "prompt_code", "prompt_identifiers", "python_domains",
+__all__ = ["CodeContext", "ControlFlowScorer", "ImportsDomain", "ModuleInfo", "NameDomain",
+           "NameTable", "ScopeTracker", "TypesDomain", "available_modules", "language_grammar",
+           "module_info", "name_table", "prompt_code", "prompt_identifiers", "python_domains",
            "python_scorers", "semantics_scorer"]

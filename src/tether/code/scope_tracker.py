@@ -42,6 +42,7 @@ import keyword
 from dataclasses import dataclass, replace
 
 from tether.code.modules import available_modules, module_info
+from tether.code.value_types import KNOWN, annotation_type, builtin_callee, call_result, members
 
 KEYWORDS = frozenset(keyword.kwlist)
 SOFT_KEYWORDS = frozenset(keyword.softkwlist)
@@ -71,6 +72,31 @@ _STATEMENT_KEYWORDS = frozenset({
 _FIRST_CLAUSE = {"def": "name", "class": "name", "import": "path", "from": "module",
                  "for": "target"}
 # The previous lexemes the tracker tells apart (any other is just "other").
+def _bracket_value(br: Bracket, prev: str) -> str | None:
+    """The type of the value a closing bracket ends: a call's result, a string's
+    subscript, a display."""
+    if br.kind == "call":
+        return call_result(br.callee)
+    if br.subscript:
+        return "str" if br.callee == "str" else None
+    if br.kind != "group":
+        return None
+    if br.char == "[":
+        return "list"
+    if br.char == "{":
+        return "dict" if br.colon or prev == "{" else "set"
+    return "tuple" if br.comma and not br.comp else None
+
+
+def _number_type(literal: bytes) -> str:
+    low = literal.lower()
+    if low.endswith(b"j"):
+        return "complex"
+    if low.startswith((b"0x", b"0b", b"0o")):
+        return "int"
+    return "float" if b"." in low or b"e" in low else "int"
+
+
 _SIGNIFICANT_PREV = frozenset({
     ".", "nl", "=", ",", "(", "[", "{", ":", ";", "*", "**", "/", "name", ")", "]", "str",
     "lambda", "import", "from", "if", "elif", "while", "async", "for", "in", "as"})
@@ -90,6 +116,7 @@ COMP = "comp"          # a reference that may wait on a comprehension
 PENDING = "pending"    # undecided until the next lexeme (target, element, cond)
 ATTR = "attr"          # an attribute of a known module (second item: its name)
 MODULE = "module"      # a top-level module name in an import
+MEMBER = "member"      # a member of a value of a known type (second item: the type)
 
 Role = tuple[str, str]
 
@@ -120,6 +147,7 @@ class Scope:
     obligations: frozenset[str] = frozenset()
     star: bool = False  # a star-import of unknown names: every name resolves
     is_async: bool = False  # an "async def" body
+    types: tuple[tuple[str, str], ...] = ()  # names whose annotation declares a known type
 
 
 @dataclass(frozen=True)
@@ -137,6 +165,9 @@ class Bracket:
     waiting: frozenset[str] = frozenset()
     target: bool = False
     targets_from: int = 0  # statement targets collected before it opened
+    callee: str | None = None  # a call's callee, a subscript's value (their types)
+    subscript: bool = False
+    colon: bool = False  # a ":" at its level (a dict display)
 
     @property
     def comp_capable(self) -> bool:
@@ -189,8 +220,16 @@ class ScopeTracker:
         self.clause = ""
         self.line_free = False
         self.scopes: tuple[Scope, ...] = (Scope("module", -1),)
-        # a def/class header being read: kind, indent, parameters, async
-        self.header: tuple[str, int, frozenset[str], bool] | None = None
+        # a def/class header being read: kind, indent, parameters, async, declared types
+        self.header: tuple[str, int, frozenset[str], bool, tuple[tuple[str, str], ...]] \
+            | None = None
+        self.value_type: str | None = None  # the type of the value the text ends with
+        self.annotation: tuple[str, ...] | None = None  # an annotation being read
+        self.annotated: str | None = None  # the name it annotates
+        self.annotation_kind = ""  # "param", "assign" or "return"
+        self.annotation_depth = 0  # the bracket depth its expression ends at
+        self.string_type = "str"  # the type of the string literal being read
+        self.type_violations = 0
         self.lambdas: tuple[Lambda, ...] = ()
         self.path: tuple[str, ...] = ()  # dotted module path of an import being read
         self.alias_of: str | None = None  # the module an "as" name will be bound to
@@ -212,7 +251,8 @@ class ScopeTracker:
         self._visible = None
         self.scopes = (replace(mine, bound=mine.bound | theirs.bound,
                                modules=mine.modules + theirs.modules,
-                               star=mine.star or theirs.star),) + self.scopes[1:]
+                               star=mine.star or theirs.star,
+                               types=mine.types + theirs.types),) + self.scopes[1:]
 
     # -- copying ------------------------------------------------------------------------
     def copy(self) -> ScopeTracker:
@@ -286,6 +326,7 @@ class ScopeTracker:
 
     def _string_closed(self) -> None:
         self.mode, self.quote_run, self.triple, self.escape = CODE, 0, False, False
+        self.value_type = self.string_type
 
     def _code_byte(self, b: int) -> None:
         if b in _WORD:
@@ -312,7 +353,10 @@ class ScopeTracker:
             self.end_program()  # a closing fence
             return
         if b in (0x27, 0x22):  # a quote
+            self.string_type = "str"
             if self.run and not self.run_num and self.run in STRING_PREFIXES:
+                if b"b" in self.run.lower():
+                    self.string_type = "bytes"
                 self.run = b""  # a string prefix, not a name
             else:
                 self._end_run()
@@ -391,6 +435,7 @@ class ScopeTracker:
         self.run = b""
         if self.run_num:
             self._lexeme("num")
+            self.value_type = _number_type(run)
             return
         name = run.decode("utf-8", "replace")
         if name in KEYWORDS:
@@ -412,6 +457,8 @@ class ScopeTracker:
                 info = module_info(chain)
                 if info is not None and info.attributes is not None:
                     return (ATTR, chain)
+            if self.value_type in KNOWN:
+                return (MEMBER, self.value_type)
             return (FREE, "")
         if stmt == "import":
             if self.clause == "as":
@@ -478,6 +525,10 @@ class ScopeTracker:
         elif kind == MODULE:
             if name not in self.modules:
                 self.violations += 1
+        elif kind == MEMBER:
+            known = members(role[1])
+            if known is not None and name not in known:
+                self.type_violations += 1
         elif kind in (LATER, COMP):
             self._refer(name)
         elif kind == PENDING:
@@ -492,7 +543,11 @@ class ScopeTracker:
         self._after_name(name, role, prev_dot)
 
     def _after_name(self, name: str, role: Role, prev_dot: bool) -> None:
-        """Import paths, the module a following "." would reach, the lexeme."""
+        """Import paths, the module a following "." would reach, the value's type, the
+        lexeme."""
+        self.value_type = self.value_of(name, prev_dot)
+        if self.annotation is not None:
+            self.annotation += (name,)
         stmt, clause = self.stmt, self.clause
         if stmt == "import" and clause == "path":
             self.path = (self.path + (name,)) if prev_dot else (name,)
@@ -508,6 +563,43 @@ class ScopeTracker:
             self.chain = self._module_of(name)
         self.prev = "name"
         self.first_lexeme = False
+
+    def value_of(self, name: str, prev_dot: bool) -> str | None:
+        """The type of the value a name closing here gives (``None``: unknown): a member
+        of a value of known type (``"str.upper"``), a declared name, a builtin."""
+        if prev_dot:
+            owner = self.value_type
+            if owner in KNOWN and name in (members(owner) or ()):
+                return f"{owner}.{name}"
+            return None
+        declared = self.declared_type(name)
+        if declared is not None or self._binds(name):
+            return declared
+        return builtin_callee(name)
+
+    def declared_type(self, name: str) -> str | None:
+        """The known type ``name``'s annotation declares, where it is bound here."""
+        if any(name in lam.params for lam in self.lambdas) or \
+                any(name in br.bound for br in self.brackets):
+            return None
+        scopes = self.scopes
+        innermost = len(scopes) - 1
+        for i in range(innermost, -1, -1):
+            s = scopes[i]
+            if s.kind == "class" and i != innermost:
+                continue
+            for bound, declared in s.types:
+                if bound == name:
+                    return declared
+            if name in s.bound:
+                return None
+        return None
+
+    def _binds(self, name: str) -> bool:
+        """Whether code here binds ``name`` (so it is not the builtin of that name)."""
+        return any(name in s.bound for s in self.scopes) or \
+            any(name in lam.params for lam in self.lambdas) or \
+            any(name in br.bound for br in self.brackets)
 
     def _submodule(self, module: str | None, name: str) -> str | None:
         if module is None:
@@ -549,6 +641,7 @@ class ScopeTracker:
                 if decider == ":":
                     self._bind_as(name, "scope")
                     self.seg_target = False  # an annotation follows
+                    self._start_annotation("assign", name, 0)
                 else:
                     self.targets += (name,)
                 return
@@ -671,18 +764,19 @@ class ScopeTracker:
         pending = self.pending
         module = self.scopes[0]
         layout = layout or self.line_start
-        string = (self.quote, self.triple, self.escape, self.quote_run, self.opening) \
-            if self.mode == STRING else None
+        string = (self.quote, self.triple, self.escape, self.quote_run, self.opening,
+                  self.string_type) if self.mode == STRING else None
         run = (self.run_num, self.run_role) if self.run else None
         prev = self.prev if self.prev in _SIGNIFICANT_PREV else "other"
         return (
             self.mode, string, run, self.op, self.line_start, self.col if layout else 0,
-            self.backslash, prev, self.chain,
+            self.backslash, prev, self.chain, self.value_type,
             None if pending is None else (pending[1], resolves(pending[0]),
                                           pending[0] in _FREE_LINES),
             tuple(resolves(t) for t in self.targets), self.seg_target, self.first_lexeme,
             tuple((b.char, b.kind, b.comma, b.comp, b.in_target, b.target,
-                   bool(b.waiting - b.bound), b.targets_from) for b in self.brackets),
+                   bool(b.waiting - b.bound), b.targets_from, b.callee, b.subscript, b.colon)
+                  for b in self.brackets),
             self.stmt, self.clause, self.line_free,
             tuple((s.kind, s.indent if layout else 0, s.star, bool(s.obligations - s.bound))
                   for s in self.scopes),
@@ -719,8 +813,9 @@ class ScopeTracker:
             return
         if where == "param":
             if self.header is not None:
-                kind, indent, params, is_async = self.header
-                self.header = (kind, indent, params | {name}, is_async)
+                kind, indent, params, is_async, types = self.header
+                self.header = (kind, indent, params | {name}, is_async, types)
+                self.annotated = name
             return
         if where == "import":
             self._bind(name, self.alias_of)
@@ -748,6 +843,9 @@ class ScopeTracker:
         if self.pending is not None:
             self._decide(word)
         self._statement_lexeme(word)
+        self.value_type = None
+        if self.annotation is not None:
+            self.annotation += (word,)
         depth = len(self.brackets)
         first = self.first_lexeme
         self.first_lexeme = False
@@ -758,7 +856,7 @@ class ScopeTracker:
             self.stmt = word
             self.clause = _FIRST_CLAUSE.get(word, "")
             if word in ("def", "class"):
-                self.header = (word, self.indent, frozenset(), self.prev == "async")
+                self.header = (word, self.indent, frozenset(), self.prev == "async", ())
         elif word == "for" and depth:
             top = self.brackets[-1]
             # A would-be target list turns out to be a comprehension: the names it held
@@ -802,6 +900,7 @@ class ScopeTracker:
 
     def _lexeme(self, lexeme: str) -> None:
         """A significant lexeme other than a name or keyword."""
+        annotating = self.annotation is not None  # (not one this lexeme starts)
         if self.pending is not None:
             self._decide(lexeme)
         self._statement_lexeme(lexeme)
@@ -813,14 +912,23 @@ class ScopeTracker:
         prev = self.prev
         self.prev = lexeme
         self.chain = chain if lexeme == "." else None
+        before = self.value_type
+        self.value_type = before if lexeme == "." else None
+        if annotating and self.annotation is not None:
+            if depth == self.annotation_depth and (lexeme in (",", "=", ";", ":") or
+                                                   lexeme in _CLOSERS):
+                self._finish_annotation()
+            else:  # a literal is not the name of a type
+                self.annotation += ("<literal>" if lexeme in ("str", "num") else lexeme,)
         if stmt == "from" and self.from_name is not None and lexeme in (",", ")"):
             self._bind(self.from_name, self._submodule(self.from_module, self.from_name))
             self.from_name = None
         if lexeme in ("(", "[", "{"):
-            self._open_bracket(lexeme, prev, top)
+            self._open_bracket(lexeme, prev, top, before)
         elif lexeme in _CLOSERS:
             if top is not None and top.char == _CLOSERS[lexeme]:
                 self._close_bracket()
+                self.value_type = _bracket_value(top, prev)
         elif lexeme == ",":
             self._comma(top, depth)
         elif lexeme == ":":
@@ -833,6 +941,9 @@ class ScopeTracker:
                     self._header_end()
             elif top.kind == "params":
                 self.clause = "default"
+                self._start_annotation("param", self.annotated, depth)
+            elif top.char == "{" and not top.colon:
+                self._set_bracket(depth - 1, replace(top, colon=True))
         elif lexeme == "=":
             if top is not None and top.kind == "params":
                 self.clause = "default"
@@ -842,6 +953,7 @@ class ScopeTracker:
                 self.targets = ()
         elif lexeme == "->" and stmt == "def":
             self.clause = "ann"
+            self._start_annotation("return", None, depth)
         elif lexeme == ";" and top is None:
             self._simple_statement_end()
         elif lexeme == "*" and stmt == "from" and clause == "names":
@@ -852,12 +964,14 @@ class ScopeTracker:
         if lexeme in _AUGMENTED and top is None:
             self.seg_target = False
 
-    def _open_bracket(self, char: str, prev: str, top: Bracket | None) -> None:
+    def _open_bracket(self, char: str, prev: str, top: Bracket | None,
+                      value: str | None) -> None:
         stmt = self.stmt
+        after_value = prev in ("name", ")", "]", "str")
         if char == "(" and stmt == "def" and self.clause == "named":
             kind = "params"
             self.clause = "params"
-        elif char == "(" and prev in ("name", ")", "]", "str"):
+        elif char == "(" and after_value:
             kind = "call"
         elif stmt == "from" and self.clause == "names":
             kind = "import"
@@ -869,8 +983,34 @@ class ScopeTracker:
             (top is None and stmt is None and self.seg_target) or
             (top is not None and top.target))
         in_target = top is not None and top.in_target
+        subscript = char == "[" and after_value
         self.brackets += (Bracket(char, kind, target=target, in_target=in_target,
-                                  targets_from=len(self.targets)),)
+                                  targets_from=len(self.targets),
+                                  callee=value if kind == "call" or subscript else None,
+                                  subscript=subscript),)
+
+    # -- annotations -----------------------------------------------------------------------
+    def _start_annotation(self, kind: str, name: str | None, depth: int) -> None:
+        """Read the annotation of parameter or assigned ``name`` (or a return's) from
+        here to the end of the expression at ``depth``."""
+        self.annotation, self.annotated = (), name
+        self.annotation_kind, self.annotation_depth = kind, depth
+
+    def _finish_annotation(self) -> None:
+        """Record the known type the annotation just read declares."""
+        declared = annotation_type(self.annotation or ())
+        name, kind = self.annotated, self.annotation_kind
+        self.annotation, self.annotated = None, None
+        if declared is None or name is None:
+            return
+        if kind == "param" and self.header is not None:
+            head, indent, params, is_async, types = self.header
+            self.header = (head, indent, params, is_async, types + ((name, declared),))
+        elif kind == "assign":
+            i = len(self.scopes) - 1
+            s = self.scopes[i]
+            types = tuple(p for p in s.types if p[0] != name) + ((name, declared),)
+            self._set_scope(i, replace(s, types=types))
 
     def _comma(self, top: Bracket | None, depth: int) -> None:
         if top is not None:
@@ -919,9 +1059,9 @@ class ScopeTracker:
         opens a scope; the rest of the line is a simple statement."""
         header = self.header
         if header is not None and self.stmt in ("def", "class"):
-            kind, indent, params, is_async = header
+            kind, indent, params, is_async, types = header
             scope = Scope("function" if kind == "def" else "class", indent,
-                          bound=params, is_async=is_async)
+                          bound=params, is_async=is_async, types=types)
             self.scopes += (scope,)
         self.header = None
         self._statement_start()
@@ -940,6 +1080,8 @@ class ScopeTracker:
     def _simple_statement_end(self) -> None:
         if self.pending is not None:
             self._decide("nl")
+        if self.annotation is not None:
+            self._finish_annotation()
         if self.from_name is not None:
             self._bind(self.from_name, self._submodule(self.from_module, self.from_name))
         for name in self.targets:

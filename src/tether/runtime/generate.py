@@ -246,9 +246,9 @@ def generate(
             constraint.language == "python":
         context = code_context if isinstance(code_context, CodeContext) else \
             CodeContext(code_context)
-        if imports is None:
-            imports = python_domains(lm.vocab, fusion, context.with_source(
-                prompt_code(prompt))).get(Domain.IMPORTS)
+        code = python_domains(lm.vocab, fusion, context.with_source(prompt_code(prompt)))
+        types = code.get(Domain.TYPES) if types is None else types
+        imports = code.get(Domain.IMPORTS) if imports is None else imports
         if soft is None:
             soft = python_scorers(lm.vocab, fusion, prompt) or None
     fused = fused_domains(lm.vocab, lm, matcher, fusion, types, imports, soft, phase)

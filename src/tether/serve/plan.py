@@ -216,13 +216,14 @@ def _fused(request: ChatRequest | CompletionRequest, lm: LlamaModel, matcher: An
                                "other constraint", param="constraint_spec")
             matcher = compile_for_generation(syntax, lm.vocab).matcher()
         config: FusionConfig = spec.config
-        imports, soft = None, None
+        code: dict = {}
+        soft = None
         if spec.language is not None:
             text = _request_text(request)
-            context = CodeContext.of_spec(spec, prompt_code(text))
-            imports = python_domains(lm.vocab, config, context).get(Domain.IMPORTS)
+            code = python_domains(lm.vocab, config, CodeContext.of_spec(spec, prompt_code(text)))
             soft = python_scorers(lm.vocab, config, text) or None
-        return fused_domains(lm.vocab, lm, matcher, config, imports=imports, soft=soft)
+        return fused_domains(lm.vocab, lm, matcher, config, types=code.get(Domain.TYPES),
+                             imports=code.get(Domain.IMPORTS), soft=soft)
     except TetherError as e:
         raise ApiError(400, f"constraint_spec: {e}", param="constraint_spec") from None
 

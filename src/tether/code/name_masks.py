@@ -44,12 +44,14 @@ from tether.code.scope_tracker import (
     CODE,
     FREE,
     KEYWORDS,
+    MEMBER,
     MODULE,
     REF,
     STRING_PREFIXES,
     Role,
     ScopeTracker,
 )
+from tether.code.value_types import members
 from tether.engine import bitmask
 from tether.engine.matcher import Forced, StateStackMatcher
 from tether.vocab import Vocabulary
@@ -148,12 +150,14 @@ def _shapes(vocab: Vocabulary) -> _Shapes:
                          for v in np.unique(variant).tolist()})
 
 
-class ImportsTable:
-    """What every Imports matcher on one vocabulary shares (thread-safe): the token
-    shapes, the group outcomes by tracker signature, the accepted-prefix rows."""
+class NameTable:
+    """What every matcher of one name domain on one vocabulary shares (thread-safe): the
+    token shapes, the group outcomes by tracker signature, the accepted-prefix rows.
+    ``kinds``: the roles the domain checks (others accept any name)."""
 
-    def __init__(self, vocab: Vocabulary) -> None:
+    def __init__(self, vocab: Vocabulary, kinds: tuple[str, ...]) -> None:
         self.vocab = vocab
+        self.kinds = kinds
         self.shapes = _shapes(vocab)
         self.eos = np.array(sorted(vocab.eos_ids), dtype=np.int64)
         self._outcomes: OrderedDict[tuple, dict] = OrderedDict()
@@ -175,6 +179,10 @@ class ImportsTable:
     def accepted(self, role: Role, tracker: ScopeTracker) -> frozenset[str] | None:
         """The names a run in ``role`` may become (``None``: any)."""
         kind = role[0]
+        if kind not in self.kinds:
+            return None
+        if kind == MEMBER:
+            return members(role[1])
         if kind == REF:
             visible = tracker.visible_names()
             return None if visible is None else visible | _STRING_PREFIXES
@@ -228,17 +236,19 @@ class ImportsTable:
             return hit
 
 
-_tables: dict[str, ImportsTable] = {}
+_tables: dict[tuple[str, tuple[str, ...]], NameTable] = {}
 _tables_lock = threading.Lock()
 
 
-def imports_table(vocab: Vocabulary) -> ImportsTable:
-    """The :class:`ImportsTable` of ``vocab`` (built once, cached by fingerprint)."""
+def name_table(vocab: Vocabulary, kinds: tuple[str, ...]) -> NameTable:
+    """The :class:`NameTable` of ``vocab`` for a domain checking ``kinds`` (built once,
+    cached by fingerprint)."""
+    key = (vocab.fingerprint, kinds)
     with _tables_lock:
-        table = _tables.get(vocab.fingerprint)
+        table = _tables.get(key)
         if table is None:
-            table = _tables[vocab.fingerprint] = ImportsTable(vocab)
-            while len(_tables) > 4:
+            table = _tables[key] = NameTable(vocab, kinds)
+            while len(_tables) > 8:
                 _tables.pop(next(iter(_tables)))
         return table
 
@@ -251,6 +261,8 @@ def _name_class(tracker: ScopeTracker, name: str, role: Role) -> tuple:
         role_ok = info is None or info.has(name)
     elif kind == MODULE:
         role_ok = name in tracker.modules
+    elif kind == MEMBER:
+        role_ok = name in (members(role[1]) or (name,))
     else:
         role_ok = True
     chain = tracker.chain
@@ -260,7 +272,8 @@ def _name_class(tracker: ScopeTracker, name: str, role: Role) -> tuple:
     else:
         module = tracker._module_of(name)
     return ("name", name if name in KEYWORDS or name in _FREE_LINES else None,
-            name.encode() in STRING_PREFIXES, tracker.resolves(name), role_ok, module)
+            name.encode() in STRING_PREFIXES, tracker.resolves(name), role_ok, module,
+            tracker.value_of(name, tracker.prev == "."))
 
 
 # A name in no list: the class of every identifier nobody declared, and its spelling
@@ -274,32 +287,39 @@ def _number_class(run: bytes) -> tuple:
     return ("num", low[:2] in (b"0x", b"0b", b"0o"), b"." in run, run[-1:] in (b"e", b"E"))
 
 
-class ImportsDomain(StateStackMatcher):
-    """The Imports domain over one generated sequence (see the module docstring).
+class NameDomain(StateStackMatcher):
+    """A hard domain over identifiers read by a scope tracker (see the module docstring):
+    :class:`ImportsDomain` and :class:`TypesDomain` differ in the roles they check, the
+    tracker's violations they count, and whether they have a say about the end."""
 
-    ``context``: Python source whose module-level names are in reach (the prompt's code,
-    a ``--code-context`` file) — its imports, functions and assignments; ``prefix``:
-    source the generated text continues (the generation starts where it ends).
-    ``available_modules``: the only top-level modules ``import`` may name (default:
-    every module this interpreter can import); ``forbidden_modules``: never these."""
+    KINDS: tuple[str, ...] = ()
 
-    def __init__(self, vocab: Vocabulary, *, context: str = "", prefix: str = "",
-                 available_modules: Iterable[str] | None = None,
-                 forbidden_modules: Iterable[str] = (),
-                 table: ImportsTable | None = None) -> None:
-        tracker = ScopeTracker(_module_set(available_modules, forbidden_modules))
-        if context:
-            tracker.adopt_module_names(context)
-        if prefix:
-            tracker.feed(prefix.encode())
-        self.table = table or imports_table(vocab)
+    def __init__(self, vocab: Vocabulary, tracker: ScopeTracker,
+                 table: NameTable | None = None) -> None:
+        self.table = table or name_table(vocab, self.KINDS)
         super().__init__(vocab, tracker)
         self._cached: tuple[ScopeTracker, np.ndarray] | None = None
+
+    # -- what a domain decides ---------------------------------------------------------
+    @staticmethod
+    def count(tracker: ScopeTracker) -> int:
+        """The tracker's violations of this domain."""
+        raise NotImplementedError
+
+    @staticmethod
+    def end_ok(tracker: ScopeTracker) -> bool:
+        """Whether the program may end here."""
+        raise NotImplementedError
+
+    @staticmethod
+    def quiet(tracker: ScopeTracker) -> bool:
+        """Whether text without identifier bytes surely adds no violation from here."""
+        raise NotImplementedError
 
     @property
     def violations(self) -> int:
         """Violations read so far (tokens taken although the mask excluded them)."""
-        return self.state.violations
+        return self.count(self.state)
 
     # -- the Matcher interface ---------------------------------------------------------
     def mask(self) -> np.ndarray:
@@ -315,7 +335,7 @@ class ImportsDomain(StateStackMatcher):
         return words
 
     def is_accepting(self) -> bool:
-        return self.state.at_end_violations() == 0
+        return self.end_ok(self.state)
 
     def is_finished(self) -> bool:
         return self._stopped
@@ -323,8 +343,8 @@ class ImportsDomain(StateStackMatcher):
     def forced(self) -> Forced:
         return Forced(b"", ())
 
-    def _blank(self) -> ImportsDomain:
-        twin = object.__new__(ImportsDomain)
+    def _blank(self) -> NameDomain:
+        twin = object.__new__(type(self))
         twin.vocab, twin.table, twin._cached = self.vocab, self.table, None
         return twin
 
@@ -339,12 +359,12 @@ class ImportsDomain(StateStackMatcher):
         """The definition the mask follows, token by token (for tests and checks)."""
         tracker = self.state
         if self.vocab.is_eos(token_id):
-            return tracker.at_end_violations() == 0
+            return self.end_ok(tracker)
         if self.vocab.is_special(token_id):
             return False
         after = tracker.copy()
         after.feed(self.vocab.token_bytes(token_id))
-        if after.violations != tracker.violations:
+        if self.count(after) != self.count(tracker):
             return False
         if after.mode != CODE or not after.run or after.run_num:
             return True
@@ -361,7 +381,7 @@ class ImportsDomain(StateStackMatcher):
     def _allowed(self, tracker: ScopeTracker) -> np.ndarray:
         shapes, table, vocab = self.table.shapes, self.table, self.vocab
         ok = np.zeros(vocab.size, dtype=bool)
-        if tracker.at_end_violations() == 0:
+        if self.end_ok(tracker):
             ok[table.eos] = True
         in_code = tracker.mode == CODE
         run = tracker.run if in_code else b""
@@ -380,7 +400,7 @@ class ImportsDomain(StateStackMatcher):
                                                       shapes.middle[shapes.complex])
         outcomes = (table.outcomes(tracker.signature(layout=False)),
                     table.outcomes(tracker.signature()))
-        quiet = tracker.quiet()
+        quiet = self.quiet(tracker)
         packed = self._outcomes(tracker, classes, outcomes, quiet)
         if not (packed & 3).any() and not self._constrains(packed[:, shapes.tail_middle]):
             ok[shapes.ids] = True  # no violation, no T to check
@@ -391,7 +411,7 @@ class ImportsDomain(StateStackMatcher):
         bad = np.where(tails, codes & 2, codes & 1).astype(bool)
         tok_ok = ~bad
         roles = table.roles
-        constrained = [rid for rid in range(len(roles)) if roles[rid][0] in (REF, ATTR, MODULE)]
+        constrained = [rid for rid in range(len(roles)) if roles[rid][0] in table.kinds]
         if constrained:
             rid_of = codes >> 2
             has_tail = tails & ~shapes.tail_digit
@@ -412,7 +432,7 @@ class ImportsDomain(StateStackMatcher):
     def _constrains(self, packed: np.ndarray) -> bool:
         """Whether packed outcomes give some T a role that checks names."""
         roles = self.table.roles
-        return any(roles[rid][0] in (REF, ATTR, MODULE)
+        return any(roles[rid][0] in self.table.kinds
                    for rid in np.unique(packed >> 2).tolist())
 
     def _outcomes(self, tracker: ScopeTracker, classes: _Classes,
@@ -527,7 +547,7 @@ class ImportsDomain(StateStackMatcher):
         if not run and tracker.mode == CODE and tracker.op:
             probe = tracker.copy()
             probe.feed(b"a")
-            if probe.violations != tracker.violations:
+            if self.count(probe) != self.count(tracker):
                 return
         names = self.table.accepted(role, tracker) if tracker.mode == CODE else None
         if names is None or number:
@@ -555,12 +575,12 @@ class ImportsDomain(StateStackMatcher):
         violation, whether it does when a T follows, and the role T gets."""
         after = tracker.copy()
         after.feed(spelling + middle)
-        bad = after.violations != tracker.violations
+        bad = self.count(after) != self.count(tracker)
         # With a T: its first byte also ends an operator S ends with ("." may be "...").
         probe = after.copy()
         probe.feed(b"a")
         role = probe.run_role if probe.mode == CODE and probe.run else (FREE, "")
-        return bad, probe.violations != tracker.violations, role
+        return bad, self.count(probe) != self.count(tracker), role
 
 
 def _module_set(available: Iterable[str] | None, forbidden: Iterable[str]) -> frozenset[str]:
@@ -646,3 +666,76 @@ def _default_class(tracker: ScopeTracker, run: bytes, role: Role, in_code: bool,
         spelling = (b"0x" if prefixed and not run else b"") + b"0" + (b"e" if e else b"")
         return _number_class(run + spelling), spelling
     return _name_class(tracker, _UNKNOWN, role), _UNKNOWN_SPELLING
+
+
+class ImportsDomain(NameDomain):
+    """The Imports domain over one generated sequence: every name resolves (see the
+    module docstring).
+
+    ``context``: Python source whose module-level names are in reach (the prompt's code,
+    a ``--code-context`` file) — its imports, functions and assignments; ``prefix``:
+    source the generated text continues (the generation starts where it ends).
+    ``available_modules``: the only top-level modules ``import`` may name (default:
+    every module this interpreter can import); ``forbidden_modules``: never these."""
+
+    KINDS = (REF, ATTR, MODULE)
+
+    def __init__(self, vocab: Vocabulary, *, context: str = "", prefix: str = "",
+                 available_modules: Iterable[str] | None = None,
+                 forbidden_modules: Iterable[str] = (),
+                 table: NameTable | None = None) -> None:
+        super().__init__(vocab, _tracker(context, prefix, available_modules,
+                                         forbidden_modules), table)
+
+    @staticmethod
+    def count(tracker: ScopeTracker) -> int:
+        return tracker.violations
+
+    @staticmethod
+    def end_ok(tracker: ScopeTracker) -> bool:
+        return tracker.at_end_violations() == 0
+
+    @staticmethod
+    def quiet(tracker: ScopeTracker) -> bool:
+        return tracker.quiet()
+
+
+class TypesDomain(NameDomain):
+    """The Types domain over one generated sequence: after ``value.``, where the value's
+    type is known (a literal, an annotated name, a builtin's or a known method's result),
+    only that type's members (docs/code-domains.md, "Types"). Unknown types constrain
+    nothing; the end is always allowed. ``context``/``prefix``: as for
+    :class:`ImportsDomain` (annotated names in reach)."""
+
+    KINDS = (MEMBER,)
+
+    def __init__(self, vocab: Vocabulary, *, context: str = "", prefix: str = "",
+                 table: NameTable | None = None) -> None:
+        super().__init__(vocab, _tracker(context, prefix, None, ()), table)
+
+    @staticmethod
+    def count(tracker: ScopeTracker) -> int:
+        return tracker.type_violations
+
+    @staticmethod
+    def end_ok(tracker: ScopeTracker) -> bool:
+        return True
+
+    @staticmethod
+    def quiet(tracker: ScopeTracker) -> bool:
+        """Type violations happen at member names only: text without identifier bytes
+        adds none, once the member being written (if any) is one."""
+        if tracker.mode != CODE or not tracker.run or tracker.run_role[0] != MEMBER:
+            return True
+        known = members(tracker.run_role[1])
+        return known is None or tracker.run.decode("utf-8", "replace") in known
+
+
+def _tracker(context: str, prefix: str, available: Iterable[str] | None,
+             forbidden: Iterable[str]) -> ScopeTracker:
+    tracker = ScopeTracker(_module_set(available, forbidden))
+    if context:
+        tracker.adopt_module_names(context)
+    if prefix:
+        tracker.feed(prefix.encode())
+    return tracker
