@@ -60,6 +60,7 @@ _RUN = re.compile(rb"[A-Za-z0-9_\x80-\xff]+")
 _DIGITS = b"0123456789"
 _MAX_OUTCOMES = 4096  # cached signatures per vocabulary
 _MAX_ROWS = 256  # cached accepted-prefix rows per vocabulary
+_MAX_MASKS = 2048  # cached whole masks per vocabulary and domain
 _STRING_PREFIXES = frozenset(p.decode() for p in STRING_PREFIXES)
 
 
@@ -84,6 +85,7 @@ class _Shapes:
     complex_leads: tuple[bytes, ...]  # their L's
     line_break: np.ndarray  # by S id: S holds a line break
     tail_middle: np.ndarray  # by S id: some token has a T after it
+    dot_middle: np.ndarray  # by S id: S holds a "."
     variant: np.ndarray  # (kind, L ends in e, L prefixed) as 4 * kind + 2 * e + prefixed
     variant_middles: dict[int, np.ndarray]  # variant -> the S ids its tokens have
 
@@ -144,6 +146,7 @@ def _shapes(vocab: Vocabulary) -> _Shapes:
         runs=runs, complex=np.array(complex_, dtype=np.int64),
         complex_leads=tuple(complex_leads), variant=variant,
         line_break=np.array([b"\n" in m or b"\r" in m for m in middles], dtype=bool),
+        dot_middle=np.array([b"." in m for m in middles], dtype=bool),
         tail_middle=np.bincount(middle_arr[np.array(tail) >= 0],
                                 minlength=len(middles)).astype(bool),
         variant_middles={int(v): np.unique(middle_arr[variant == v])
@@ -162,6 +165,7 @@ class NameTable:
         self.eos = np.array(sorted(vocab.eos_ids), dtype=np.int64)
         self._outcomes: OrderedDict[tuple, dict] = OrderedDict()
         self._rows: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self.masks = _Lru(_MAX_MASKS)  # whole masks by ScopeTracker.mask_key
         self.roles: list[Role] = [(FREE, "")]  # the roles outcomes name, by id
         self._role_ids: dict[Role, int] = {(FREE, ""): 0}
         self._lock = threading.Lock()
@@ -234,6 +238,28 @@ class NameTable:
             else:
                 self._outcomes.move_to_end(signature)
             return hit
+
+
+class _Lru:
+    """A thread-safe bounded mapping, least recently used out first."""
+
+    def __init__(self, limit: int) -> None:
+        self._items: OrderedDict = OrderedDict()
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def get(self, key: object) -> np.ndarray | None:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+            return hit
+
+    def put(self, key: object, value: np.ndarray) -> None:
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self._limit:
+                self._items.popitem(last=False)
 
 
 _tables: dict[tuple[str, tuple[str, ...]], NameTable] = {}
@@ -316,6 +342,11 @@ class NameDomain(StateStackMatcher):
         """Whether text without identifier bytes surely adds no violation from here."""
         raise NotImplementedError
 
+    def relevant(self, tracker: ScopeTracker) -> np.ndarray:
+        """By S id, in a quiet state: the S's after which a T may get a role this domain
+        checks (all that a T follows)."""
+        return self.table.shapes.tail_middle
+
     @property
     def violations(self) -> int:
         """Violations read so far (tokens taken although the mask excluded them)."""
@@ -327,9 +358,14 @@ class NameDomain(StateStackMatcher):
         cached = self._cached
         if cached is not None and cached[0] is tracker:
             return cached[1]
-        words = bitmask.from_bool(self._allowed(tracker))
         if self._stopped:
-            words[:] = 0
+            words = np.zeros(bitmask.n_words(self.vocab.size), dtype=np.uint32)
+        else:
+            key = tracker.mask_key()
+            words = self.table.masks.get(key)
+            if words is None:
+                words = bitmask.from_bool(self._allowed(tracker))
+                self.table.masks.put(key, words)
         words.flags.writeable = False
         self._cached = (tracker, words)
         return words
@@ -440,10 +476,12 @@ class NameDomain(StateStackMatcher):
         """Per class (rows) and S id (columns), packed: ``role id << 2 | violation with
         a T << 1 | violation without``; groups not read yet are read now. S's without a
         line break are cached by the signature without layout (``outcomes[0]``), the
-        others by the full one. ``quiet`` (see :meth:`ScopeTracker.quiet`): only S's a
-        T follows are read; the others add no violation (0, role id 0 is ``FREE``)."""
+        others by the full one. ``quiet`` (see :meth:`quiet`): only the S's after which
+        a T may get a role this domain checks (:meth:`relevant`) are read; the others add
+        no violation and leave T free (0: role id 0 is ``FREE``)."""
         shapes, table = self.table.shapes, self.table
         n_mid = len(shapes.middles)
+        relevant = self.relevant(tracker) if quiet else None
         broken = shapes.line_break
         packed = np.zeros((len(classes.items), n_mid), dtype=np.int64)
         for c, (key, spelling) in enumerate(classes.items):
@@ -459,7 +497,7 @@ class NameDomain(StateStackMatcher):
                 pair.append(known)
             for middles in classes.middles[c]:
                 if skip:
-                    middles = middles[shapes.tail_middle[middles]]
+                    middles = middles[relevant[middles]]
                 for (code, seen), part in zip(pair, (~broken[middles], broken[middles]),
                                               strict=True):
                     sub = middles[part]
@@ -729,6 +767,14 @@ class TypesDomain(NameDomain):
             return True
         known = members(tracker.run_role[1])
         return known is None or tracker.run.decode("utf-8", "replace") in known
+
+    def relevant(self, tracker: ScopeTracker) -> np.ndarray:
+        """A member's role needs a "." right before it: in S, unless the text already
+        ends with one."""
+        shapes = self.table.shapes
+        if tracker.prev == "." or tracker.op.startswith("."):
+            return shapes.tail_middle
+        return shapes.tail_middle & shapes.dot_middle
 
 
 def _tracker(context: str, prefix: str, available: Iterable[str] | None,

@@ -794,6 +794,17 @@ class ScopeTracker:
         scope = self.scopes[-1]
         return scope.kind == "function" and (scope.is_async or not is_async)
 
+    def mask_key(self) -> tuple:
+        """Everything a mask over this state depends on: the signature, the identifier
+        being written, and the names, modules and declared types in reach (equal keys,
+        equal masks)."""
+        return (self.signature(), self.run,
+                tuple((s.bound, s.modules, s.types, s.obligations - s.bound)
+                      for s in self.scopes),
+                self.pending, self.targets,
+                tuple((b.bound, b.waiting) for b in self.brackets),
+                tuple(lam.params for lam in self.lambdas))
+
     def _deferred(self) -> bool:
         if any(lam.body for lam in self.lambdas):
             return True
