@@ -7,8 +7,8 @@ as "Complete the following Python function …" with the stub in a code block; g
 
 - ``unconstrained``: no constraint (the program is the reply's first code block);
 - ``syntax``: ``tether.grammars.python(fenced=True)`` (intensity ``syntax_only``);
-- ``imports``: the same with intensity ``full_hard`` — Syntax and Imports (the Types
-  domain is not built yet, so ``full_hard`` consults these two);
+- ``imports``: the same with intensity ``full_hard`` — Syntax, Types (member access)
+  and Imports;
 - ``full``: intensity ``full`` — and the ControlFlow and Semantics scorers;
 
 each without and with ``--phase auto`` (free prose before the code block). The program
