@@ -16,13 +16,16 @@ is the stub followed by the code block (the stub's imports are the context Impor
 in reach; a block that defines the function replaces the stub's definition). Per
 configuration: runs the grammar ended (``constraint_complete``, or ``eog`` right after
 the closing fence), programs that parse (``ast.parse``), programs with an undefined name
-(pyflakes) and how many such names, pass@1 (HumanEval's tests, each program in a
-subprocess with a 10 s timeout and 1 GiB / 10 s CPU limits), tokens/s (median), each
-domain's mask time per token (p50, p95), steps where the relaxation cascade dropped
-Imports.
+(pyflakes) and how many such names, mypy's errors (all, and ``attr-defined``: a member
+the value's type lacks; with ``mypy`` installed), pass@1 (HumanEval's tests, each
+program in a subprocess with a 10 s timeout and 1 GiB / 10 s CPU limits), tokens/s
+(median), each domain's mask time per token (p50, p95), steps where the relaxation
+cascade dropped Imports. ``--rescore`` recomputes the checks on the saved outputs (after
+a change to them, or to add mypy's) without generating again.
 
     taskset -c 1 .venv/bin/python bench/code_domains.py [--stride 1] [--limit N]
                                                         [--configs unconstrained,syntax,imports]
+                                                        [--rescore]
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ import sys
 import tempfile
 import time
 
-from _common import save
+from _common import RESULTS, save
 
 os.environ.setdefault("TETHER_THREADS", "1")
 
@@ -48,6 +51,7 @@ import tether  # noqa: E402
 from tether.fusion import FusionConfig  # noqa: E402
 
 MAX_TOKENS = 384
+MYPY_CACHE = str(RESULTS / "mypy-cache")
 PROMPT = ("Complete the following Python function. Reply with the whole function in a "
           "Python code block.\n\n```python\n{stub}```")
 _BLOCK = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
@@ -91,6 +95,23 @@ def undefined_names(program: str) -> list[str]:
     return [m.message_args[0] for m in found if isinstance(m, messages.UndefinedName)]
 
 
+def type_errors(program: str, cache_dir: str) -> list[str]:
+    """mypy's error codes on ``program`` (``[]`` when mypy is not installed)."""
+    try:
+        import mypy  # noqa: F401
+    except ImportError:
+        return []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "program.py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(program)
+        done = subprocess.run([sys.executable, "-m", "mypy", "--ignore-missing-imports",
+                               "--no-error-summary", "--show-error-codes",
+                               "--cache-dir", cache_dir, path],
+                              capture_output=True, text=True, timeout=120)
+    return re.findall(r": error: .*\[([a-z-]+)\]", done.stdout)
+
+
 def _limits() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
     resource.setrlimit(resource.RLIMIT_CPU, (10, 10))
@@ -131,6 +152,7 @@ def run(model: object, problem: dict, intensity: str | None, phase: str) -> dict
         dropped += "imports" in step.dropped
     names = undefined_names(program)
     return {"task": problem["task_id"], "stop": result.stop_reason, "text": result.text,
+            "type_errors": type_errors(program, MYPY_CACHE),
             "tokens": len(result.tokens), "tps": result.tokens_per_s, "seconds": seconds,
             "parses": parses(program), "undefined": names, "passed": passes(program, problem),
             "domain_us": dict(domain_us), "dropped": dropped}
@@ -156,6 +178,8 @@ def summary(name: str, rows: list[dict]) -> dict:
         "parses_of_ended": sum(r["parses"] for r in ended),
         "with_undefined_names": sum(bool(r["undefined"]) for r in rows),
         "undefined_names": sum(len(r["undefined"]) for r in rows),
+        "type_errors": sum(len(r["type_errors"]) for r in rows),
+        "attr_defined": sum(r["type_errors"].count("attr-defined") for r in rows),
         "passed": sum(r["passed"] for r in rows),
         "tokens_per_s_median": statistics.median([r["tps"] for r in rows if r["tps"]] or [0]),
         "dropped_steps": sum(r["dropped"] for r in rows),
@@ -166,7 +190,8 @@ def summary(name: str, rows: list[dict]) -> dict:
                      for d, t in out["domain_us"].items())
     print(f"{name:26s} n {out['n']:3d}  ended {out['ended_by_grammar']:3d}  parses "
           f"{out['parses']:3d} (of ended {out['parses_of_ended']})  undefined-name programs "
-          f"{out['with_undefined_names']:3d} ({out['undefined_names']} names)  pass@1 "
+          f"{out['with_undefined_names']:3d} ({out['undefined_names']} names)  mypy errors "
+          f"{out['type_errors']} (attr-defined {out['attr_defined']})  pass@1 "
           f"{out['passed']:3d}  tokens/s {out['tokens_per_s_median']:.1f}  dropped "
           f"{out['dropped_steps']}  {mask}", flush=True)
     return out
@@ -180,7 +205,12 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="the first N (after stride)")
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--phases", default="off,auto")
+    parser.add_argument("--rescore", action="store_true",
+                        help="recompute the checks of bench/results/code_domains.json")
     args = parser.parse_args()
+    if args.rescore:
+        rescore(read_problems())
+        return
     problems = list(read_problems().values())[::args.stride][:args.limit]
     model = tether.runtime.load_model()
     results: dict[str, list[dict]] = {}
@@ -198,6 +228,21 @@ def main() -> None:
     save("code_domains", {"problems": len(problems), "max_tokens": MAX_TOKENS,
                           "summaries": summaries, "runs": results})
     print(json.dumps({"problems": len(problems)}))
+
+
+def rescore(problems: dict) -> None:
+    """The checks again on the saved outputs (same generations)."""
+    path = RESULTS / "code_domains.json"
+    saved = json.loads(path.read_text())
+    for rows in saved["runs"].values():
+        for r in rows:
+            problem = problems[r["task"]]
+            program = program_of(r["text"], problem["prompt"], problem["entry_point"])
+            r.update(parses=parses(program), undefined=undefined_names(program),
+                     type_errors=type_errors(program, MYPY_CACHE),
+                     passed=passes(program, problem))
+    saved["summaries"] = [summary(name, rows) for name, rows in saved["runs"].items()]
+    save("code_domains", saved)
 
 
 if __name__ == "__main__":

@@ -208,15 +208,23 @@ def test_masks_are_their_definition_on_smollm2(smollm2_vocab):
             domain.consume(token)
 
 
+def _after(plugin, text: str):
+    """``plugin`` (a domain or scorer) after consuming ``text``."""
+    for token in _tokens(plugin.vocab, text):
+        plugin.consume(token)
+    return plugin
+
+
+def _token_ids(vocab: Vocabulary) -> dict[bytes, int]:
+    return {vocab.tokens[t]: t for t in range(vocab.size) if not vocab.special[t]}
+
+
 def test_mask_takes_out_undefined_names(smollm2_vocab):
     vocab = smollm2_vocab
-    ids = {vocab.tokens[t]: t for t in range(vocab.size) if not vocab.special[t]}
+    ids = _token_ids(vocab)
 
     def allowed_after(text: str) -> np.ndarray:
-        domain = ImportsDomain(vocab)
-        for token in _tokens(vocab, text):
-            domain.consume(token)
-        return bitmask.to_bool(domain.mask(), vocab.size)
+        return bitmask.to_bool(_after(ImportsDomain(vocab), text).mask(), vocab.size)
 
     after_dot = allowed_after("import math\nprint(math.")  # the module's attributes
     assert after_dot[ids[b"sqrt"]] and after_dot[ids[b"pi"]] and not after_dot[ids[b"apple"]]
@@ -338,13 +346,10 @@ def test_control_flow_rules(smollm2_vocab):
     from tether.code import ControlFlowScorer
 
     vocab = smollm2_vocab
-    ids = {vocab.tokens[t]: t for t in range(vocab.size) if not vocab.special[t]}
+    ids = _token_ids(vocab)
 
     def scores_after(text: str) -> np.ndarray:
-        scorer = ControlFlowScorer(vocab)
-        for token in _tokens(vocab, text):
-            scorer.consume(token)
-        score = scorer.scores(text.encode())
+        score = _after(ControlFlowScorer(vocab), text).scores(text.encode())
         return np.zeros(vocab.size) if score is None else score.to_dense(vocab.size)
 
     module = scores_after("x = 1\n")

@@ -579,15 +579,9 @@ class ScopeTracker:
 
     def declared_type(self, name: str) -> str | None:
         """The known type ``name``'s annotation declares, where it is bound here."""
-        if any(name in lam.params for lam in self.lambdas) or \
-                any(name in br.bound for br in self.brackets):
+        if any(name in local for local in self._local_bindings()):
             return None
-        scopes = self.scopes
-        innermost = len(scopes) - 1
-        for i in range(innermost, -1, -1):
-            s = scopes[i]
-            if s.kind == "class" and i != innermost:
-                continue
+        for s in self._scopes_in_reach():
             for bound, declared in s.types:
                 if bound == name:
                     return declared
@@ -598,8 +592,23 @@ class ScopeTracker:
     def _binds(self, name: str) -> bool:
         """Whether code here binds ``name`` (so it is not the builtin of that name)."""
         return any(name in s.bound for s in self.scopes) or \
-            any(name in lam.params for lam in self.lambdas) or \
-            any(name in br.bound for br in self.brackets)
+            any(name in local for local in self._local_bindings())
+
+    def _scopes_in_reach(self):
+        """The scopes a name used here resolves in, innermost first: a class body only
+        when the code is directly in it."""
+        scopes = self.scopes
+        innermost = len(scopes) - 1
+        for i in range(innermost, -1, -1):
+            if scopes[i].kind != "class" or i == innermost:
+                yield scopes[i]
+
+    def _local_bindings(self):
+        """The names lambdas and comprehensions bind around here."""
+        for lam in self.lambdas:
+            yield lam.params
+        for br in self.brackets:
+            yield br.bound
 
     def _submodule(self, module: str | None, name: str) -> str | None:
         if module is None:
@@ -610,7 +619,7 @@ class ScopeTracker:
         return info.submodules.get(name)
 
     def _module_of(self, name: str) -> str | None:
-        for scope in reversed(self.scopes):
+        for scope in self._scopes_in_reach():
             for bound, module in scope.modules:
                 if bound == name:
                     return module
@@ -700,21 +709,9 @@ class ScopeTracker:
         """Whether ``name`` refers to something bound in reach now."""
         if name in BUILTIN_NAMES or name in KEYWORDS:
             return True
-        for lam in self.lambdas:
-            if name in lam.params:
-                return True
-        for br in self.brackets:
-            if name in br.bound:
-                return True
-        scopes = self.scopes
-        innermost = len(scopes) - 1
-        for i in range(innermost, -1, -1):
-            s = scopes[i]
-            if s.kind == "class" and i != innermost:
-                continue
-            if name in s.bound or s.star:
-                return True
-        return False
+        if any(name in local for local in self._local_bindings()):
+            return True
+        return any(name in s.bound or s.star for s in self._scopes_in_reach())
 
     def visible_names(self) -> frozenset[str] | None:
         """Every name :meth:`resolves` accepts (keywords and builtins included);
@@ -725,16 +722,9 @@ class ScopeTracker:
 
     def _collect_visible(self) -> frozenset[str] | None:
         names = set(BUILTIN_NAMES | KEYWORDS)
-        for lam in self.lambdas:
-            names |= lam.params
-        for br in self.brackets:
-            names |= br.bound
-        scopes = self.scopes
-        innermost = len(scopes) - 1
-        for i in range(innermost, -1, -1):
-            s = scopes[i]
-            if s.kind == "class" and i != innermost:
-                continue
+        for local in self._local_bindings():
+            names |= local
+        for s in self._scopes_in_reach():
             if s.star:
                 return None
             names |= s.bound
