@@ -11,8 +11,9 @@ tracker's state (:class:`~tether.code.scope_tracker.ScopeTracker`):
   and one that writes ``Exception`` +0.5;
 * files in ``with`` statements: ``name = open(`` scores −0.5 on ``open``.
 
-Semantics prefers the identifiers and APIs the prompt names (in backticks, in its code,
-or shaped like identifiers: ``snake_case``, ``dotted.names``): +0.5 on the tokens that
+Semantics prefers the identifiers and APIs the prompt names (every name in backticked
+code, and words shaped like identifiers: ``snake_case``, ``dotted.names``,
+``CamelCase``): +0.5 on the tokens that
 begin, continue or complete one (a :class:`~tether.fusion.LexiconScorer`). What must
 never appear is hard, not soft: ``forbidden_imports`` (Imports) and
 :func:`~tether.fusion.forbid_words`.
@@ -29,10 +30,13 @@ from tether.code.scope_tracker import CODE, ScopeTracker
 from tether.fusion import LexiconScorer, SoftScore
 from tether.vocab import Vocabulary
 
-_BACKTICKED = re.compile(r"`([A-Za-z_][\w.]*)\(?\)?`")
+_BACKTICKED = re.compile(r"`([^`\n]+)`")
+_NAME = re.compile(r"[A-Za-z_]\w*")
 _IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b|\b[a-z]+_\w+\b|"
                          r"\b[A-Z][a-z]+[A-Z]\w*\b")
 _BOOST = 0.5
+_COMMON = frozenset({"str", "int", "float", "bool", "list", "dict", "set", "tuple",
+                     "bytes", "None", "True", "False", "self"})
 
 
 class ControlFlowScorer:
@@ -106,12 +110,16 @@ def combine(scores: list[SoftScore]) -> SoftScore | None:
 
 
 def prompt_identifiers(prompt: str) -> list[str]:
-    """The identifiers and APIs a prompt names: backticked names, dotted names,
-    ``snake_case`` and ``CamelCase`` words (each dotted part too), keywords left out."""
+    """The identifiers and APIs a prompt names: the names in backticked code, dotted
+    names, ``snake_case`` and ``CamelCase`` words (each dotted part too); keywords,
+    builtin type names and names shorter than three characters (whose prefixes are half
+    the vocabulary) left out."""
     found: list[str] = []
-    for text in _BACKTICKED.findall(prompt) + _IDENTIFIER.findall(prompt):
+    spans = [name for span in _BACKTICKED.findall(prompt) for name in _NAME.findall(span)]
+    for text in spans + _IDENTIFIER.findall(prompt):
         for part in [text, *text.split(".")]:
-            if part.isidentifier() and not keyword.iskeyword(part) and part not in found:
+            if part.isidentifier() and len(part) >= 3 and not keyword.iskeyword(part) \
+                    and part not in _COMMON and part not in found:
                 found.append(part)
     return found
 
