@@ -375,33 +375,56 @@ def test_semantics_prefers_the_prompts_identifiers(smollm2_vocab):
     assert semantics_scorer(smollm2_vocab, "Say hello.") is None
 
 
-def test_budget_end_relaxes_imports_instead_of_failing(smollm2_vocab):
-    """Near the end of the budget only the closing fence fits Syntax, and Imports refuses
-    to end the program while ``g`` is owed: the step relaxes Imports (reported as
-    dropped), as the cascade would, instead of finding no token."""
+def _fused_run(vocab: Vocabulary, text: str, room: int):
+    """A fused Python session (Syntax, Imports) that has read ``text`` and has ``room``
+    tokens left, run to its end on random logits."""
     import tether
-    from tether.fusion import Domain, FusionConfig
+    from tether.fusion import FusionConfig
     from tether.session import Session, decider, fused_domains
     from tether.session.policy import compile_for_generation
 
-    vocab = smollm2_vocab
     compiled = compile_for_generation(tether.grammars.python(fenced=True), vocab)
-    prefix = _tokens(vocab, "```python\ndef f():\n    return g()\n")
+    prefix = _tokens(vocab, text)
 
-    class Pieces:  # the tokenizer fusion asks for (phases are off here)
+    class Pieces:  # the tokenizer fusion asks for
         def tokenize(self, data: bytes, *, special: bool = False,
                      add_bos: bool = False) -> list[int]:
             return _tokens(vocab, data.decode())
 
     fused = fused_domains(vocab, Pieces(), compiled.matcher(),
                           FusionConfig(intensity="full_hard"), imports=ImportsDomain(vocab))
-    session = Session(vocab, fused, decider(vocab, seed=0), max_tokens=len(prefix) + 2)
+    session = Session(vocab, fused, decider(vocab, seed=0), max_tokens=len(prefix) + room,
+                      tokenize=lambda data: _tokens(vocab, data.decode()))
     for token in prefix:
         session.advance(token)
     rng = np.random.default_rng(0)
     while (stop := session.stop_reason()) is None:
+        if session.jump_forward():
+            continue
         stop = session.decide(rng.normal(size=vocab.size).astype(np.float32))
         if stop is not None:
             break
+    return session, stop
+
+
+def test_owed_names_are_settled_at_the_budgets_end(smollm2_vocab):
+    """The budget reserves the definitions of names the code owes and writes them when
+    little room is left: the program ends with no undefined name."""
+    session, stop = _fused_run(smollm2_vocab, "```python\nimport os\ndef f():\n"
+                                              "    return g(math.pi, os.sep)\n", 40)
     assert stop == "constraint_complete"
-    assert any(Domain.IMPORTS.value in s.dropped for s in session.steps)
+    text = session.text()
+    assert "import math" in text and "def g(*args, **kwargs):" in text, text
+    assert not any(s.dropped for s in session.steps)
+    code = text.split("```python\n", 1)[1].rsplit("```", 1)[0]
+    tracker = ScopeTracker()
+    tracker.feed(code.encode())
+    assert tracker.violations == 0 and tracker.at_end_violations() == 0
+
+
+def test_budget_end_relaxes_imports_when_the_settlement_cannot_fit(smollm2_vocab):
+    """With no room for the settlement, the last step relaxes Imports (reported as
+    dropped), as the cascade would, instead of finding no token."""
+    session, stop = _fused_run(smollm2_vocab, "```python\ndef f():\n    return g()\n", 2)
+    assert stop == "constraint_complete"
+    assert any("imports" in s.dropped for s in session.steps)

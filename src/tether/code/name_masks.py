@@ -733,6 +733,21 @@ class ImportsDomain(NameDomain):
     def end_ok(tracker: ScopeTracker) -> bool:
         return tracker.at_end_violations() == 0
 
+    def settlement(self) -> bytes:
+        """Source that binds every name the program still owes, written at the start of
+        a line at module level: ``import m`` for a module this interpreter has, else a
+        stub that says it is one (``def name(*args, **kwargs): raise
+        NotImplementedError``). What a budget's end writes rather than leave a name
+        undefined (docs/code-domains.md, "Budgets")."""
+        tracker = self.state
+        lines = []
+        for name in tracker.owed_names():
+            if name in tracker.modules:
+                lines.append(f"import {name}\n")
+            else:
+                lines.append(f"def {name}(*args, **kwargs):\n    raise NotImplementedError\n")
+        return "".join(lines).encode()
+
     @staticmethod
     def quiet(tracker: ScopeTracker) -> bool:
         return tracker.quiet()

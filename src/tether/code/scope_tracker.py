@@ -1138,6 +1138,19 @@ class ScopeTracker:
             self.violations += 1
         self.mode = DONE
 
+    def owed_names(self) -> list[str]:
+        """The names the program would still owe if it ended here (used in function
+        bodies, bound nowhere yet), sorted."""
+        if self.mode == DONE:
+            return []
+        twin = self.copy()
+        while len(twin.scopes) > 1:
+            twin._pop_scope()
+        module = twin.scopes[0]
+        if module.star:
+            return []
+        return sorted(module.obligations - module.bound - BUILTIN_NAMES)
+
     def quiet(self) -> bool:
         """Whether any text without identifier bytes read from here surely adds no
         violation: the identifier being written is fine where it stands, nothing

@@ -93,6 +93,14 @@ class DomainSet:
         self._lost: dict[Domain, int] = {}  # domain -> index of the token it rejected
         self._estimate_ns: dict[Domain, int] = {}
 
+    def hard(self, domain: Domain) -> HardDomain | None:
+        """The hard domain plug-in following the text for ``domain`` (``None``: absent,
+        not consulted in the current phase, or lost)."""
+        if domain not in self._hard or domain in self._lost or \
+                domain not in self.config.domains_for(self._phase):
+            return None
+        return self._hard[domain]
+
     @property
     def generated(self) -> bytes:
         """The bytes of every token consumed so far."""

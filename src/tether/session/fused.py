@@ -114,6 +114,7 @@ class FusedConstraint:
         self.domains: DomainSet | None = None
         self.syntax: HardDomain | None = None  # the live Syntax plug-in of ``domains``
         self._opening: tuple[int, _Live] | None = None  # checked by _opens_cleanly
+        self._debt: tuple[bytes, int] | None = None  # the last settlement and its tokens
         if self.phase is not Phase.REASONING:
             self.domains, self.syntax = self._new_domains()
 
@@ -144,22 +145,52 @@ class FusedConstraint:
         return any(self.allowed(t) for t in self.vocab.eos_ids)
 
     def completes_within(self, k: int) -> bool:
-        """Whether Syntax can be completed within ``k`` tokens (while reasoning: yes;
-        the budget does not yet reserve room for the structured part)."""
-        return not self._syntax_active() or self.syntax.completes_within(k)
+        """Whether Syntax can be completed within ``k`` tokens, the settlement of owed
+        names aside (while reasoning: yes; the budget does not yet reserve room for the
+        structured part)."""
+        return not self._syntax_active() or self.syntax.completes_within(k - self.debt())
 
     def completion_tokens(self) -> int:
-        return self.syntax.completion_tokens() if self._syntax_active() else 0
+        if not self._syntax_active():
+            return 0
+        return self.syntax.completion_tokens() + self.debt()
 
     def completes_after(self, token_id: int, k: int) -> bool:
-        """Whether Syntax can be completed within ``k`` tokens after ``token_id``."""
+        """Whether Syntax can be completed within ``k`` tokens after ``token_id``, the
+        settlement of owed names aside."""
         if not self._syntax_active():
             return True
-        return self.syntax.completes_after(token_id, k)
+        return self.syntax.completes_after(token_id, k - self.debt())
 
-    def budget_mask(self, k: int) -> np.ndarray:
-        """Syntax's tokens after which it can be completed within ``k`` tokens."""
-        return self.syntax.budget_mask(k) if self._syntax_active() else self.free_mask
+    def budget_mask(self, k: int, settle: bool = True) -> np.ndarray:
+        """Syntax's tokens after which it can be completed within ``k`` tokens, the
+        settlement of owed names aside (``settle=False``: Syntax alone)."""
+        if not self._syntax_active():
+            return self.free_mask
+        return self.syntax.budget_mask(k - (self.debt() if settle else 0))
+
+    # -- names owed at the end (the Imports domain) ---------------------------------------
+    def settlement(self) -> bytes:
+        """What binds the names the code still owes (``b""``: none, or no Imports
+        domain following the text)."""
+        imports = self._live_imports()
+        return b"" if imports is None else imports.settlement()
+
+    def debt(self) -> int:
+        """The tokens :meth:`settlement` takes (reserved by the budget)."""
+        text = self.settlement()
+        if not text:
+            return 0
+        cached = self._debt
+        if cached is None or cached[0] != text:
+            cached = self._debt = (text, len(self.tokenizer.tokenize(text, special=False)))
+        return cached[1]
+
+    def _live_imports(self) -> Any:
+        if self.domains is None or not self._syntax_active():
+            return None
+        imports = self.domains.hard(Domain.IMPORTS)
+        return imports if hasattr(imports, "settlement") else None
 
     def relaxed_for_budget(self) -> tuple[str, ...]:
         """The hard domains besides Syntax a step consults (those a step relaxes when

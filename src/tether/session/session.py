@@ -25,9 +25,11 @@ text is complete (``constraint_complete``). Deciding, the session asks the decid
 first and checks the token it picked: a token that does not fit is taken out of the mask
 and the decider asked again, which samples exactly from the budget's mask without
 computing it; after ``MAX_REJECTIONS`` the budget's mask is computed whole. Budgets
-count Syntax only: when fused hard domains leave no token that completes Syntax in time
-(Imports refusing to end the program while a name is still owed), they are relaxed for
-the step, as the relaxation cascade would, and the step reports them ``dropped``.
+count Syntax, and the definitions of names the code still owes (the Imports domain's
+*settlement*, reserved in the budget and written, forced, when little room is left:
+docs/code-domains.md); when fused hard domains still leave no token that completes
+Syntax in time, they are relaxed for the step, as the relaxation cascade would, and the
+step reports them ``dropped``.
 """
 
 from __future__ import annotations
@@ -41,12 +43,13 @@ import numpy as np
 
 from tether.engine import bitmask
 from tether.engine.matcher import Matcher
-from tether.errors import BudgetTooSmall, TetherError
+from tether.errors import BudgetTooSmall, ConstraintViolation, TetherError
 from tether.session.diagnostics import StepInfo
 from tether.session.fused import Choice, Decide, FusedConstraint
 from tether.vocab import Vocabulary
 
 MAX_REJECTIONS = 32  # tokens refused by the budget in one step before its mask is computed
+_SETTLE_ROOM = 3  # spare tokens beside Syntax's completion when owed names are settled
 
 STOP_REASONS = ("eog", "newline", "constraint_complete", "budget", "context")
 
@@ -163,6 +166,10 @@ class Session:
         if self.single_line:
             forced = re.split(rb"[\r\n]", forced, maxsplit=1)[0]
         left = self.tokens_left
+        settling = False
+        if not forced and left is not None and isinstance(m, FusedConstraint):
+            forced = self._settlement_due(m, left)
+            settling = bool(forced)  # whole lines: its last token is not held back
         if not forced or (left is not None and left <= 0):
             return []
         taken: list[int] = []
@@ -175,12 +182,29 @@ class Session:
                 break
             m.rollback(len(taken))
             taken = []
-        if taken and (left is None or len(taken) < left) and not m.is_finished():
+        if taken and (left is None or len(taken) < left) and not m.is_finished() and \
+                not settling:
             m.rollback(1)
             taken.pop()
         for token in taken:
             self._append(token, self._forced_step(token))
         return taken
+
+    def _settlement_due(self, fused: FusedConstraint, left: int) -> bytes:
+        """The definitions of names the code owes, once the budget has room for little
+        more than them and Syntax can take them here (the budget reserved their tokens):
+        what a budget's end writes rather than leave a name undefined."""
+        text = fused.settlement()
+        if not text or left - fused.debt() > fused.syntax.completion_tokens() + _SETTLE_ROOM:
+            return b""
+        trial = fused.syntax.fork()
+        try:
+            for token in (self._tokenize(text) if self._tokenize else
+                          self.vocab.segment(text) or []):
+                trial.consume(token)
+        except ConstraintViolation:
+            return b""
+        return text
 
     def _take(self, tokens: list[int] | None, data: bytes) -> list[int]:
         """Consume ``tokens`` (default: ``data`` segmented) while allowed and in budget."""
@@ -243,8 +267,8 @@ class Session:
             fitting = self._budget_filter(mask)  # type: ignore[arg-type]
             if fitting.any() or not isinstance(self.matcher, FusedConstraint):
                 return decide(logits, fitting, history)
-            token, info, stop = decide(logits, self.matcher.budget_mask(self.tokens_left - 1),
-                                       history)
+            token, info, stop = decide(
+                logits, self.matcher.budget_mask(self.tokens_left - 1, settle=False), history)
             if info is not None:
                 info = replace(info, dropped=info.dropped + self.matcher.relaxed_for_budget())
             return token, info, stop
