@@ -145,6 +145,8 @@ class Scope:
     bound: frozenset[str] = frozenset()
     modules: tuple[tuple[str, str], ...] = ()
     obligations: frozenset[str] = frozenset()
+    inherited: frozenset[str] = frozenset()  # obligations of nested functions and lambdas
+    referenced: frozenset[str] = frozenset()  # names its code used while it had not bound them
     star: bool = False  # a star-import of unknown names: every name resolves
     is_async: bool = False  # an "async def" body
     types: tuple[tuple[str, str], ...] = ()  # names whose annotation declares a known type
@@ -165,6 +167,7 @@ class Bracket:
     waiting: frozenset[str] = frozenset()
     target: bool = False
     targets_from: int = 0  # statement targets collected before it opened
+    used: frozenset[str] = frozenset()  # names used in it, a "for" of it may yet bind
     callee: str | None = None  # a call's callee, a subscript's value (their types)
     subscript: bool = False
     colon: bool = False  # a ":" at its level (a dict display)
@@ -213,6 +216,7 @@ class ScopeTracker:
         self.chain: str | None = None  # module the last name (then ".") refers to
         self.pending: tuple[str, str] | None = None  # (name, kind) awaiting a decider
         self.targets: tuple[str, ...] = ()  # statement targets awaiting "="
+        self.assigned: frozenset[str] = frozenset()  # first bound by this statement
         self.seg_target = True
         self.first_lexeme = True  # nothing read yet in this simple statement
         self.brackets: tuple[Bracket, ...] = ()
@@ -516,7 +520,7 @@ class ScopeTracker:
                 self._after_name(name, role, prev_dot)
                 return
         if kind == REF:
-            if not self.resolves(name):
+            if not self.resolves(name) or name in self.assigned:
                 self.violations += 1
         elif kind == ATTR:
             info = module_info(role[1])
@@ -643,12 +647,12 @@ class ScopeTracker:
         top = self.brackets[-1] if self.brackets else None
         if kind in ("target", "first"):
             if decider == "=":
-                self._bind_as(name, "scope")
+                self._assign(name)
                 return
             if decider in _TARGET_CONTINUE or (decider == ":" and kind == "first" and
                                                top is None):
                 if decider == ":":
-                    self._bind_as(name, "scope")
+                    self._assign(name)
                     self.seg_target = False  # an annotation follows
                     self._start_annotation("assign", name, 0)
                 else:
@@ -671,9 +675,33 @@ class ScopeTracker:
 
     def _refer(self, name: str) -> None:
         """A reference: resolves, or an obligation (deferred code), or waits on an
-        enclosing comprehension-capable bracket; else a violation."""
+        enclosing comprehension-capable bracket; else a violation. A name the current
+        statement binds for the first time (``x = x + 1``) is not bound yet: a
+        violation."""
+        if name in self.assigned and not any(name in local
+                                             for local in self._local_bindings()):
+            self.violations += 1
+            return
+        self._note_reference(name)
         if not self.resolves(name):
             self._wait((name,), len(self.brackets))
+
+    def _note_reference(self, name: str) -> None:
+        """Record that the innermost function used ``name`` before binding it: binding
+        it later is then refused (an UnboundLocalError in straight-line code; pyflakes'
+        "undefined name" in a loop). A use inside a bracket that may still be a
+        comprehension is recorded when that bracket settles (its ``for`` may bind it)."""
+        if len(self.scopes) < 2 or any(name in local for local in self._local_bindings()):
+            return
+        for j in range(len(self.brackets) - 1, -1, -1):
+            br = self.brackets[j]
+            if br.comp_capable:
+                self._set_bracket(j, replace(br, used=br.used | {name}))
+                return
+        i = len(self.scopes) - 1
+        s = self.scopes[i]
+        if s.kind == "function" and name not in s.bound and name not in s.referenced:
+            self._set_scope(i, replace(s, referenced=s.referenced | {name}))
 
     def _wait(self, names, below: int) -> None:
         """Unresolved names wait on the innermost of ``brackets[:below]`` that may still
@@ -695,12 +723,17 @@ class ScopeTracker:
             self.violations += 1
 
     def _refer_later(self, name: str) -> None:
+        """An unresolved name in deferred code: an obligation of the innermost function
+        (a lambda's: inherited, met by a binding anywhere in the function), else of the
+        module."""
         if self.resolves(name):
             return
+        in_lambda = any(lam.body for lam in self.lambdas)
         for i in range(len(self.scopes) - 1, 0, -1):
             if self.scopes[i].kind == "function":
                 s = self.scopes[i]
-                self._set_scope(i, replace(s, obligations=s.obligations | {name}))
+                self._set_scope(i, replace(s, inherited=s.inherited | {name}) if in_lambda
+                                else replace(s, obligations=s.obligations | {name}))
                 return
         s = self.scopes[0]
         self._set_scope(0, replace(s, obligations=s.obligations | {name}))
@@ -765,11 +798,11 @@ class ScopeTracker:
                                           pending[0] in _FREE_LINES),
             tuple(resolves(t) for t in self.targets), self.seg_target, self.first_lexeme,
             tuple((b.char, b.kind, b.comma, b.comp, b.in_target, b.target,
-                   bool(b.waiting - b.bound), b.targets_from, b.callee, b.subscript, b.colon)
-                  for b in self.brackets),
+                   bool(b.waiting - b.bound), b.targets_from, b.callee, b.subscript, b.colon,
+                   bool(b.used - b.bound)) for b in self.brackets),
             self.stmt, self.clause, self.line_free,
-            tuple((s.kind, s.indent if layout else 0, s.star, bool(s.obligations - s.bound))
-                  for s in self.scopes),
+            tuple((s.kind, s.indent if layout else 0, s.star,
+                   bool((s.obligations | s.inherited) - s.bound)) for s in self.scopes),
             bool(module.obligations - module.bound - BUILTIN_NAMES),
             None if self.header is None else self.header[0],
             tuple((lam.depth, lam.body) for lam in self.lambdas),
@@ -788,11 +821,11 @@ class ScopeTracker:
         """Everything a mask over this state depends on: the signature, the identifier
         being written, and the names, modules and declared types in reach (equal keys,
         equal masks)."""
-        return (self.signature(), self.run,
-                tuple((s.bound, s.modules, s.types, s.obligations - s.bound)
+        return (self.signature(), self.run, self.assigned,
+                tuple((s.bound, s.modules, s.types, s.obligations, s.inherited, s.referenced)
                       for s in self.scopes),
                 self.pending, self.targets,
-                tuple((b.bound, b.waiting) for b in self.brackets),
+                tuple((b.bound, b.waiting, b.used) for b in self.brackets),
                 tuple(lam.params for lam in self.lambdas))
 
     def _deferred(self) -> bool:
@@ -825,9 +858,20 @@ class ScopeTracker:
             self.clause = "named"
         self._bind(name)
 
+    def _assign(self, name: str) -> None:
+        """An assignment's target: bound, and, if this statement binds it first in a
+        function, not usable in the rest of it (its value is computed before the binding;
+        a class body would read the global)."""
+        scope = self.scopes[-1]
+        if scope.kind != "class" and name not in scope.bound:
+            self.assigned |= {name}
+        self._bind(name)
+
     def _bind(self, name: str, module: str | None = None) -> None:
         i = len(self.scopes) - 1
         s = self.scopes[i]
+        if s.kind == "function" and name in s.referenced and name not in s.bound:
+            self.violations += 1  # used earlier in this function: an UnboundLocalError
         modules = tuple(p for p in s.modules if p[0] != name)
         if module is not None:
             modules += ((name, module),)
@@ -950,7 +994,7 @@ class ScopeTracker:
                 self.clause = "default"
             elif top is None and stmt is None:
                 for name in self.targets:
-                    self._bind(name)
+                    self._assign(name)
                 self.targets = ()
         elif lexeme == "->" and stmt == "def":
             self.clause = "ann"
@@ -1020,7 +1064,10 @@ class ScopeTracker:
             if not top.comp and not top.in_target:
                 if top.waiting - top.bound:
                     self._wait(sorted(top.waiting - top.bound), depth - 1)
-                self._set_bracket(depth - 1, replace(top, comma=True, waiting=frozenset()))
+                self._set_bracket(depth - 1, replace(top, comma=True, waiting=frozenset(),
+                                                     used=frozenset()))
+                for name in sorted(top.used):  # no "for" can follow a comma here
+                    self._note_reference(name)
             if top.kind == "params":
                 self.clause = "params"
             return
@@ -1052,6 +1099,8 @@ class ScopeTracker:
         rest = br.waiting - br.bound
         if rest:
             self._wait(sorted(rest), depth)
+        for name in sorted(br.used - br.bound):
+            self._note_reference(name)
         if br.kind == "params":
             self.clause = "after"
 
@@ -1070,8 +1119,23 @@ class ScopeTracker:
     def _statement_start(self) -> None:
         self.stmt, self.clause = None, ""
         self.seg_target, self.first_lexeme = True, True
+        self.assigned = frozenset()
         self.targets, self.path, self.alias_of, self.from_module = (), (), None, None
         self.from_name, self.relative, self.line_free = None, False, False
+
+    def _unfinished_statement(self) -> bool:
+        """Whether the statement ending here stopped short of what its keyword needs:
+        a compound statement's header without its ":", an import without a module, a
+        ``global``/``nonlocal``/``del``/``assert`` with nothing after it."""
+        stmt = self.stmt
+        if stmt in _HEADERS:
+            return True
+        if stmt == "import":
+            return not self.path and self.clause == "path"
+        if stmt == "from":
+            return self.clause == "module" or (self.clause == "names" and
+                                               self.prev == "import")
+        return stmt in ("global", "nonlocal", "del", "assert") and self.prev == stmt
 
     def _finish_import_path(self) -> None:
         if self.stmt == "import" and self.clause == "path" and self.path:
@@ -1081,6 +1145,8 @@ class ScopeTracker:
     def _simple_statement_end(self) -> None:
         if self.pending is not None:
             self._decide("nl")
+        if self._unfinished_statement():
+            self.violations += 1  # a keyword is never a name: "def" alone is no statement
         if self.annotation is not None:
             self._finish_annotation()
         if self.from_name is not None:
@@ -1109,13 +1175,13 @@ class ScopeTracker:
         self.scopes = self.scopes[:-1]
         if s.kind != "function" or s.star:
             return
-        rest = s.obligations - s.bound
+        rest = (s.obligations | s.inherited) - s.bound
         if not rest:
             return
         for i in range(len(self.scopes) - 1, 0, -1):
             outer = self.scopes[i]
             if outer.kind == "function":
-                self._set_scope(i, replace(outer, obligations=outer.obligations | rest))
+                self._set_scope(i, replace(outer, inherited=outer.inherited | rest))
                 return
         module = self.scopes[0]
         self._set_scope(0, replace(module, obligations=module.obligations | rest))
