@@ -86,6 +86,8 @@ class _Shapes:
     line_break: np.ndarray  # by S id: S holds a line break
     tail_middle: np.ndarray  # by S id: some token has a T after it
     dot_middle: np.ndarray  # by S id: S holds a "."
+    semicolon: np.ndarray  # by S id: S holds a ";"
+    backtick: np.ndarray  # by S id: S holds a "`"
     variant: np.ndarray  # (kind, L ends in e, L prefixed) as 4 * kind + 2 * e + prefixed
     variant_middles: dict[int, np.ndarray]  # variant -> the S ids its tokens have
 
@@ -147,6 +149,8 @@ def _shapes(vocab: Vocabulary) -> _Shapes:
         complex_leads=tuple(complex_leads), variant=variant,
         line_break=np.array([b"\n" in m or b"\r" in m for m in middles], dtype=bool),
         dot_middle=np.array([b"." in m for m in middles], dtype=bool),
+        semicolon=np.array([b";" in m for m in middles], dtype=bool),
+        backtick=np.array([b"`" in m for m in middles], dtype=bool),
         tail_middle=np.bincount(middle_arr[np.array(tail) >= 0],
                                 minlength=len(middles)).astype(bool),
         variant_middles={int(v): np.unique(middle_arr[variant == v])
@@ -297,9 +301,11 @@ def _name_class(tracker: ScopeTracker, name: str, role: Role) -> tuple:
         module = info.submodules.get(name) if info is not None else None
     else:
         module = tracker._module_of(name)
+    scope = tracker.scopes[-1]
     return ("name", name if name in KEYWORDS or name in _FREE_LINES else None,
             name.encode() in STRING_PREFIXES, tracker.resolves(name), role_ok, module,
-            tracker.value_of(name, tracker.prev == "."))
+            tracker.value_of(name, tracker.prev == "."), name in tracker.assigned,
+            name in scope.referenced and name not in scope.bound)
 
 
 # A name in no list: the class of every identifier nobody declared, and its spelling
@@ -751,6 +757,18 @@ class ImportsDomain(NameDomain):
     @staticmethod
     def quiet(tracker: ScopeTracker) -> bool:
         return tracker.quiet()
+
+    def relevant(self, tracker: ScopeTracker) -> np.ndarray:
+        """The S's a T follows; those that end a line when a statement keyword's line is
+        unfinished, and those with a backtick (a closing fence) when the program may not
+        end here: what may add a violation in a quiet state."""
+        shapes = self.table.shapes
+        relevant = shapes.tail_middle
+        if tracker.unfinished_statement():
+            relevant = relevant | shapes.line_break | shapes.semicolon
+        if tracker.at_end_violations():
+            relevant = relevant | shapes.backtick
+        return relevant
 
 
 class TypesDomain(NameDomain):

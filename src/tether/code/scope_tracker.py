@@ -1123,7 +1123,7 @@ class ScopeTracker:
         self.targets, self.path, self.alias_of, self.from_module = (), (), None, None
         self.from_name, self.relative, self.line_free = None, False, False
 
-    def _unfinished_statement(self) -> bool:
+    def unfinished_statement(self) -> bool:
         """Whether the statement ending here stopped short of what its keyword needs:
         a compound statement's header without its ":", an import without a module, a
         ``global``/``nonlocal``/``del``/``assert`` with nothing after it."""
@@ -1145,7 +1145,7 @@ class ScopeTracker:
     def _simple_statement_end(self) -> None:
         if self.pending is not None:
             self._decide("nl")
-        if self._unfinished_statement():
+        if self.unfinished_statement():
             self.violations += 1  # a keyword is never a name: "def" alone is no statement
         if self.annotation is not None:
             self._finish_annotation()
@@ -1219,12 +1219,16 @@ class ScopeTracker:
 
     def quiet(self) -> bool:
         """Whether any text without identifier bytes read from here surely adds no
-        violation: the identifier being written is fine where it stands, nothing
-        undecided or waiting could turn out unresolved (or, in a function body, it
-        would only become an obligation), and ending the program here is fine."""
+        violation — but for ending a statement keyword's line short
+        (:meth:`unfinished_statement`) or ending the program with a closing fence
+        (:meth:`at_end_violations`): the identifier being written is fine where it
+        stands, nothing undecided or waiting could turn out unresolved (or, in a
+        function body, it would only become an obligation)."""
         deferred = self._deferred()
         if self.mode == CODE and self.run and not self.run_num:
             name = self.run.decode("utf-8", "replace")
+            if name in KEYWORDS:
+                return False  # closing it may start a statement its line must finish
             kind = self.run_role[0]
             if kind == ATTR:
                 info = module_info(self.run_role[1])
@@ -1245,7 +1249,7 @@ class ScopeTracker:
                 return False
             if any(b.waiting - b.bound for b in self.brackets):
                 return False
-        return self.at_end_violations() == 0
+        return True
 
     def at_end_violations(self) -> int:
         """How many violations ending the program here would add."""
