@@ -243,6 +243,12 @@ def test_mask_takes_out_undefined_names(smollm2_vocab):
     assert argument[ids[b"apple"]]
     closing = allowed_after("print(apple")
     assert not closing[ids[b")"]] and closing[ids[b"="]] and closing[ids[b" for"]]
+    # A function's own name before the line that first binds it is not bound yet.
+    first = allowed_after("def f(xs):\n    total = total")
+    assert not first[ids[b" +"]]
+    assert allowed_after("def f(xs):\n    total = 0\n    total = total")[ids[b" +"]]
+    used = allowed_after("def f(xs):\n    print(total)\n    total =")  # "=" or "=="
+    assert not used[ids[b"1"]] and used[ids[b"="]]
 
 
 @pytest.mark.slow

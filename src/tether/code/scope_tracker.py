@@ -405,6 +405,11 @@ class ScopeTracker:
             self._flush_op()
             self._begin_significant()
             self.op = ch
+            if self.pending is not None and ch not in "=:" and ch in _EXTENDABLE and \
+                    self.pending[1] != "soft":
+                # "+" or "+=", "<" or "<=": a reference either way — decided now, so a
+                # mask can refuse the operator itself.
+                self._decide(ch)
         if self.op not in _EXTENDABLE:  # ")" or "+=": nothing can make it longer
             self._flush_op()
 
@@ -1123,6 +1128,13 @@ class ScopeTracker:
         self.targets, self.path, self.alias_of, self.from_module = (), (), None, None
         self.from_name, self.relative, self.line_free = None, False, False
 
+    def _used_before_binding(self, name: str) -> bool:
+        """Whether the innermost function used ``name`` before binding it (binding it
+        now would be a violation)."""
+        scope = self.scopes[-1]
+        return scope.kind == "function" and name in scope.referenced and \
+            name not in scope.bound
+
     def unfinished_statement(self) -> bool:
         """Whether the statement ending here stopped short of what its keyword needs:
         a compound statement's header without its ":", an import without a module, a
@@ -1229,6 +1241,8 @@ class ScopeTracker:
             name = self.run.decode("utf-8", "replace")
             if name in KEYWORDS:
                 return False  # closing it may start a statement its line must finish
+            if name in self.assigned or self._used_before_binding(name):
+                return False  # a use, or a binding, of it would be a violation
             kind = self.run_role[0]
             if kind == ATTR:
                 info = module_info(self.run_role[1])
@@ -1241,6 +1255,9 @@ class ScopeTracker:
                 fine = True
             if not fine:
                 return False
+        if self.pending is not None and (self.pending[0] in self.assigned or
+                                         self._used_before_binding(self.pending[0])):
+            return False
         if not deferred:
             resolves = self.resolves
             if self.pending is not None and not resolves(self.pending[0]):

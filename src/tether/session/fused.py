@@ -46,6 +46,7 @@ Choice = tuple[int | None, StepInfo | None, str | None]  # token, diagnostics, s
 _Live = tuple[DomainSet, HardDomain]  # domains and their Syntax plug-in
 Decide = Callable[[np.ndarray, np.ndarray | None, Sequence[int]], Choice]
 _NOTHING_FORCED = Forced(b"", ())
+_UNFINISHED_RESERVE = 4  # tokens to finish a keyword's statement (": pass" and a line end)
 
 
 class Tokenizer(Protocol):
@@ -177,14 +178,20 @@ class FusedConstraint:
         return b"" if imports is None else imports.settlement()
 
     def debt(self) -> int:
-        """The tokens :meth:`settlement` takes (reserved by the budget)."""
-        text = self.settlement()
-        if not text:
+        """The tokens :meth:`settlement` takes, and room to finish a statement its
+        keyword left unfinished (reserved by the budget: Syntax, reading keywords as
+        names, may think such a line complete)."""
+        imports = self._live_imports()
+        if imports is None:
             return 0
+        unfinished = _UNFINISHED_RESERVE if imports.state.unfinished_statement() else 0
+        text = imports.settlement()
+        if not text:
+            return unfinished
         cached = self._debt
         if cached is None or cached[0] != text:
             cached = self._debt = (text, len(self.tokenizer.tokenize(text, special=False)))
-        return cached[1]
+        return cached[1] + unfinished
 
     def _live_imports(self) -> Any:
         if self.domains is None or not self._syntax_active():
