@@ -184,7 +184,8 @@ def test_masks_are_their_definition_on_a_small_vocabulary():
     vocab = Vocabulary([bytes([b]) for b in range(256)] + [b""] + extra, eos_ids=[256])
     programs = ["import math\nx = [y for y in range(3)]\nprint(math.sqrt(x[0]), zz)\n",
                 "```python\ndef f(a):\n    return g(a)\n\ndef g(b):\n    return b\n```\n",
-                "from os import path as p\nclass A:\n    q = p.join('a')\n"]
+                "from os import path as p\nclass A:\n    q = p.join('a')\n",
+                "def f(a):\n    m = m = [m]\n    t = t + 1\n    print(u)\n    u = 2\n"]
     for program in programs:
         domain = ImportsDomain(vocab)
         for token in _tokens(vocab, program):

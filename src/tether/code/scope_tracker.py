@@ -1258,6 +1258,8 @@ class ScopeTracker:
         if self.pending is not None and (self.pending[0] in self.assigned or
                                          self._used_before_binding(self.pending[0])):
             return False
+        if any(t in self.assigned or self._used_before_binding(t) for t in self.targets):
+            return False
         if not deferred:
             resolves = self.resolves
             if self.pending is not None and not resolves(self.pending[0]):

@@ -46,7 +46,6 @@ Choice = tuple[int | None, StepInfo | None, str | None]  # token, diagnostics, s
 _Live = tuple[DomainSet, HardDomain]  # domains and their Syntax plug-in
 Decide = Callable[[np.ndarray, np.ndarray | None, Sequence[int]], Choice]
 _NOTHING_FORCED = Forced(b"", ())
-_UNFINISHED_RESERVE = 4  # tokens to finish a keyword's statement (": pass" and a line end)
 
 
 class Tokenizer(Protocol):
@@ -158,10 +157,18 @@ class FusedConstraint:
 
     def completes_after(self, token_id: int, k: int) -> bool:
         """Whether Syntax can be completed within ``k`` tokens after ``token_id``, the
-        settlement of owed names aside."""
+        settlement of the names owed after it aside."""
         if not self._syntax_active():
             return True
-        return self.syntax.completes_after(token_id, k - self.debt())
+        return self.syntax.completes_after(token_id, k - self._debt_after(token_id))
+
+    def _debt_after(self, token_id: int) -> int:
+        imports = self._live_imports()
+        if imports is None or self.vocab.is_special(token_id):
+            return self.debt()
+        trial = imports.fork()
+        trial.consume(token_id)
+        return self.debt(trial)
 
     def budget_mask(self, k: int, settle: bool = True) -> np.ndarray:
         """Syntax's tokens after which it can be completed within ``k`` tokens, the
@@ -177,21 +184,17 @@ class FusedConstraint:
         imports = self._live_imports()
         return b"" if imports is None else imports.settlement()
 
-    def debt(self) -> int:
-        """The tokens :meth:`settlement` takes, and room to finish a statement its
-        keyword left unfinished (reserved by the budget: Syntax, reading keywords as
-        names, may think such a line complete)."""
-        imports = self._live_imports()
-        if imports is None:
-            return 0
-        unfinished = _UNFINISHED_RESERVE if imports.state.unfinished_statement() else 0
-        text = imports.settlement()
+    def debt(self, imports: Any = None) -> int:
+        """The tokens :meth:`settlement` takes (reserved by the budget); ``imports``: an
+        Imports domain to ask instead of the live one."""
+        imports = imports if imports is not None else self._live_imports()
+        text = b"" if imports is None else imports.settlement()
         if not text:
-            return unfinished
+            return 0
         cached = self._debt
         if cached is None or cached[0] != text:
             cached = self._debt = (text, len(self.tokenizer.tokenize(text, special=False)))
-        return cached[1] + unfinished
+        return cached[1]
 
     def _live_imports(self) -> Any:
         if self.domains is None or not self._syntax_active():
