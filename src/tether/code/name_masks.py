@@ -1,14 +1,17 @@
-"""`ImportsDomain`: the Imports hard domain for Python — every identifier the model writes
-in a reference position resolves (docs/code-domains.md, "Imports").
+"""`ImportsDomain` and `TypesDomain`: the hard name domains for Python, and the one mask
+machinery they share (`NameDomain`; docs/code-domains.md).
+
+Imports: every identifier the model writes in a reference position resolves (a name in
+reach for code that runs now, an attribute of the module before the ``.``, a module
+``import`` can find; end of generation only with every obligation met). Types: after
+``value.``, where the value's type is known, only that type's members.
 
 The text is read by a :class:`~tether.code.scope_tracker.ScopeTracker`; a token is
-allowed iff reading it adds no violation and leaves the identifier it ends in (if any)
-a prefix of a name its role accepts: a name in reach for a reference in code that runs
-now, an attribute of the module before the ``.``, a module ``import`` can find. End of
-generation is allowed iff ending the program adds no violation (every obligation met).
-That is the mask, exactly; the domain follows any text it is given (a token it excluded,
-taken while the relaxation cascade dropped it, is read and its violation counted in
-:attr:`ImportsDomain.violations`), so it keeps constraining what comes after.
+allowed iff reading it adds none of the domain's violations and leaves the identifier it
+ends in (if any) a prefix of a name its role accepts (:meth:`NameDomain.token_allowed`
+is this definition; the mask equals it). A domain follows any text it is given (a token
+it excluded, taken while the relaxation cascade dropped it, is read and its violation
+counted in :attr:`NameDomain.violations`), so it keeps constraining what comes after.
 
 How masks are computed per step without reading 49k tokens: every token is split, once
 per vocabulary, into a leading run of identifier bytes ``L``, a middle ``S`` and a trailing
@@ -18,13 +21,16 @@ run ``T`` (``" foo"``: ``S=" "``, ``T="foo"``; ``"ing("``: ``L="ing"``, ``S="("`
   it stays a prefix of an accepted name — found by walking the accepted names that start
   with what is written, not the vocabulary.
 * Other tokens are grouped by ``S`` and by the *class* of the identifier ``L`` closes (all
-  the tracker asks of it: keyword, resolves, module, …; a name in no list has the class of
-  every unknown name). One token per group is read by a copy of the tracker: whether it
-  adds a violation, and the role a run starting after ``S`` gets. Outcomes are cached by
-  the tracker's :meth:`~tether.code.scope_tracker.ScopeTracker.signature`, shared by
-  every sequence on the vocabulary. ``T`` is then looked up in the accepted prefixes of
-  that role (one boolean row per name set, cached).
-* Tokens with identifiers inside ``S`` (rare: one in SmolLM2's 49,152) are read one by one.
+  the tracker asks of it: keyword, resolves, module, type, …; a name in no list has the
+  class of every unknown name). Each group is read once by a copy of the tracker (the
+  class's spelling, then ``S``): whether it adds a violation, with or without a ``T``, and
+  the role a run starting after ``S`` gets. Outcomes are cached by the tracker's
+  :meth:`~tether.code.scope_tracker.ScopeTracker.signature` (without indentation for
+  ``S`` without a line break), shared by every sequence on the vocabulary; in a *quiet*
+  state only the ``S`` that may matter are read. ``T`` is then looked up in the accepted
+  prefixes of its role (one boolean row per name set, cached).
+* Tokens with identifiers inside ``S`` (8 of SmolLM2's 49,152) are read one by one.
+* Whole masks are cached by the tracker's :meth:`~ScopeTracker.mask_key`.
 """
 
 from __future__ import annotations
