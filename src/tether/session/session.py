@@ -267,8 +267,11 @@ class Session:
             fitting = self._budget_filter(mask)  # type: ignore[arg-type]
             if fitting.any() or not isinstance(self.matcher, FusedConstraint):
                 return decide(logits, fitting, history)
-            token, info, stop = decide(
-                logits, self.matcher.budget_mask(self.tokens_left - 1, settle=False), history)
+            # Syntax's own budget, keeping room for the settlement of owed names if it can.
+            relaxed = self.matcher.budget_mask(self.tokens_left - 1)
+            if not relaxed.any():
+                relaxed = self.matcher.budget_mask(self.tokens_left - 1, settle=False)
+            token, info, stop = decide(logits, relaxed, history)
             if info is not None:
                 info = replace(info, dropped=info.dropped + self.matcher.relaxed_for_budget())
             return token, info, stop
