@@ -244,6 +244,7 @@ class ScopeTracker:
         self.violations = 0
         self.fence_start = True  # nothing read yet: an opening fence line may come
         self._visible: tuple[frozenset[str] | None] | None = None  # visible_names, cached
+        self._owed: list[str] | None = None  # owed_names, cached (asked several times a step)
 
     def adopt_module_names(self, source: str) -> None:
         """Put the module-level names ``source`` binds (its imports, functions, classes,
@@ -252,7 +253,7 @@ class ScopeTracker:
         other.feed(source.encode())
         theirs = other.scopes[0]
         mine = self.scopes[0]
-        self._visible = None
+        self._visible = self._owed = None
         self.scopes = (replace(mine, bound=mine.bound | theirs.bound,
                                modules=mine.modules + theirs.modules,
                                star=mine.star or theirs.star,
@@ -267,7 +268,7 @@ class ScopeTracker:
     # -- reading ------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
         """Read ``data`` (any split of the text into pieces gives the same state)."""
-        self._visible = None
+        self._visible = self._owed = None
         for b in data:
             self._byte(b)
 
@@ -1219,6 +1220,11 @@ class ScopeTracker:
     def owed_names(self) -> list[str]:
         """The names the program would still owe if it ended here (used in function
         bodies, bound nowhere yet), sorted."""
+        if self._owed is None:
+            self._owed = self._collect_owed()
+        return self._owed
+
+    def _collect_owed(self) -> list[str]:
         if self.mode == DONE:
             return []
         twin = self.copy()
