@@ -161,7 +161,8 @@ def test_runs_end_accepted_schema(smollm2_vocab, schema, order: str) -> None:
 
 @pytest.mark.parametrize("constraint", [
     *(tether.JsonSchema(s, property_order=o) for s in SCHEMAS for o in ("schema", "any")),
-    tether.Grammar((GRAMMARS / "json.gbnf").read_text(), syntax="gbnf")], ids=repr)
+    tether.Grammar((GRAMMARS / "json.gbnf").read_text(), syntax="gbnf"),
+    tether.grammars.python(fenced=True)], ids=repr)
 def test_completion_paths_complete(smollm2_vocab, constraint) -> None:
     """Along random walks, each state's completion path takes the matcher to acceptance
     (paths are composed from shortest strings kept per NFA state as the walks meet them,
@@ -183,6 +184,39 @@ def test_completion_paths_complete(smollm2_vocab, constraint) -> None:
             if not allowed.size:
                 break
             matcher.consume(int(rng.choice(allowed)))
+
+
+@pytest.mark.parametrize("text", ["x = a if b", "x = a if", "x = [a for b",
+                                  "def f(n: int) -> int:\n    return n and not n if n"])
+def test_completions_respect_names_matched_longest(smollm2_vocab, text: str) -> None:
+    """Python's names are matched longest, which the grammar's distances do not count:
+    the shortest completion they spell after ``x = a if b`` is ``elseA`` — one name, not
+    ``else A``. The budget's completions must accept all the same (a path that did not
+    once credited a later state with 0 tokens, and a run ended cut by the budget)."""
+    compiled = tether.compile(tether.grammars.python(fenced=True), smollm2_vocab)
+    matcher = compiled.matcher()
+    matcher.consume_many(smollm2_vocab.segment(f"```python\n{text}".encode()))
+    state = matcher.state
+    path = compiled._completion_path(state)
+    twin = matcher.fork()
+    twin.consume_many(path)
+    assert twin.is_accepting(), path
+    for k in range(len(path)):
+        assert not matcher.completes_within(k) or any(
+            matcher.completes_after(t, k - 1) for t in bitmask_ids(matcher, smollm2_vocab))
+    budget = len(path)
+    while not matcher.is_accepting():  # the budget's own narrowing reaches the end
+        allowed = bitmask_ids(matcher, smollm2_vocab, matcher.budget_mask(budget - 1))
+        assert allowed.size, matcher.generated_bytes
+        matcher.consume(int(allowed[0]))
+        budget -= 1
+        assert budget >= 0
+
+
+def bitmask_ids(matcher, vocab, words=None):
+    words = matcher.mask() if words is None else words
+    eos = tether.engine.bitmask.from_ids(sorted(vocab.eos_ids), vocab.size)
+    return tether.engine.bitmask.to_ids(words & ~eos, vocab.size)
 
 
 @pytest.mark.skipif(not GLAIVE.is_dir(), reason="needs ../shared/data/glaive")

@@ -147,6 +147,10 @@ class LazyAutomaton(ABC):
     def _byte_moves(self) -> Iterable[Iterable[tuple[int, int, int]]]:
         """The byte moves (class ranges) of every NFA state behind the automaton."""
 
+    # Whether completion_bytes is exact (else a lower bound, and a witness may not
+    # accept: see PushdownAutomaton.completion_bytes).
+    completion_exact = True
+
     @abstractmethod
     def completion_bytes(self, state: int) -> int:
         """The length of the shortest string that takes ``state`` to acceptance

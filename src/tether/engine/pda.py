@@ -135,6 +135,7 @@ class PushdownAutomaton(LazyAutomaton):
             self._rule_start_item[k] = self._item(self._closure(self._rule_start[k]))
         self._longest = {self._rule_index[name]: self._longest_guard(name)
                          for name in sorted(grammar.longest)}
+        self.completion_exact = not self._longest  # guards are not counted in distances
         self._pop_guards: dict[int, int] = {}  # per item set: pop_guard
         # Stack nodes: (item set, parent node) hash-consed, with their depth.
         self._node_ids: dict[tuple[int, int], int] = {}

@@ -136,13 +136,13 @@ class PushdownCompiled(RegularCompiled):
                 + self.pda.structure_bytes)
 
     # -- budgets: a configuration's completion, frame by frame --------------------------
-    def _completion_path(self, state: int) -> list[int] | None:
-        """Tokens that take ``state`` to acceptance: the stack whose frames' shortest rests
-        (each to its rule's end; token counts cached per item set and per stack node) add
-        up to the fewest tokens is chosen, and its rests, one after another, are spelled
-        in the fewest tokens (a token may close several frames: ``}]}``)."""
+    def _witness(self, state: int) -> bytes | None:
+        """A shortest string that takes ``state`` to acceptance by the distances: the
+        stack whose frames' shortest rests (each to its rule's end; token counts cached
+        per item set and per stack node) add up to the fewest tokens is chosen, and its
+        rests, one after another (a token may close several frames: ``}]}``)."""
         if self.pda.accepting[state]:
-            return []
+            return b""
         best = min(self.pda.kernel(state), default=None,
                    key=lambda frame: self._frame_tokens(frame[0]) + self._stack_tokens(frame[1]))
         if best is None or self._frame_tokens(best[0]) + self._stack_tokens(best[1]) >= INF:
@@ -152,7 +152,7 @@ class PushdownCompiled(RegularCompiled):
         while node >= 0:
             item, node = self.pda.frame_of(node)
             rests.append(self._frame_rest(item)[0])
-        return self.vocab.segment_fewest(b"".join(rests))  # type: ignore[arg-type]
+        return b"".join(rests)  # type: ignore[arg-type]
 
     def _stack_tokens(self, node: int) -> int:
         chain = []

@@ -9,6 +9,7 @@ bounded and guarded by a lock (the DFA grows as it is explored).
 
 from __future__ import annotations
 
+import heapq
 import threading
 import time
 from collections import OrderedDict
@@ -34,6 +35,7 @@ STATE_OVERHEAD_BYTES = 256
 BUDGET_SEARCH_STATES = 64
 BUDGET_SEARCH_SLACK = 1  # tokens beyond k a shortest completion may need to be searched
 BUDGET_SEARCH_TOKENS = 8  # searched only for the last tokens of a budget
+WITNESS_SEARCH_STATES = 4096  # states a search for a completion that accepts expands
 MAX_CACHED_BUDGET_ANSWERS = 100_000
 MAX_CACHED_SUCCESSORS = 4096  # budget masks: the states the tokens of recent states end in
 MAX_FORCED_TOKENS = 64
@@ -57,6 +59,7 @@ class RegularCompiled(Compiled):
         self._forced: dict[int, Forced] = {}
         self._finished: dict[int, bool] = {}
         self._completion_tokens: dict[int, int] = {}
+        self._witness_bytes: dict[int, int] = {}  # see _completion_fits_bytes
         # States whose token path's next state is not credited yet: the path
         self._completion_rests: dict[int, tuple[int, ...]] = {}
         self._within: dict[tuple[int, int], bool] = {}  # see completes_within
@@ -233,8 +236,78 @@ class RegularCompiled(Compiled):
 
     def _completion_path(self, state: int) -> list[int] | None:
         """Tokens that take ``state`` to acceptance (``None``: none found)."""
-        data = self.dfa.completion_witness(state, self._spelling)
+        data = self._completion_data(state)
         return None if data is None else self.vocab.segment_fewest(data)
+
+    def _witness(self, state: int) -> bytes | None:
+        """A shortest string that takes ``state`` to acceptance by the automaton's
+        distances (``None``: none)."""
+        return self.dfa.completion_witness(state, self._spelling)
+
+    def _completion_data(self, state: int) -> bytes | None:
+        """A string that takes ``state`` to acceptance: the automaton's shortest
+        completion, checked by walking it when its distances are lower bounds only (a
+        rule matched longest: ``else`` then ``A`` spells one name, not two); when that
+        walk does not accept, a shortest one found by :meth:`_searched_completion`."""
+        data = self._witness(state)
+        if data is None or self.dfa.completion_exact:
+            return data
+        end = self.dfa.walk(state, data)
+        if end != DEAD and self.dfa.accepting[end]:
+            return data
+        return self._searched_completion(state)
+
+    def _searched_completion(self, state: int) -> bytes | None:
+        """A shortest string to acceptance, by a best-first search over the automaton's
+        own states (which are exact), the completion bytes — a lower bound — as the
+        estimate; a class spelled by the byte :attr:`_spelling` picks. ``None`` past
+        ``WITNESS_SEARCH_STATES`` states expanded."""
+        dfa = self.dfa
+        spelled = self._spelling.byte
+        best = {state: 0}
+        came: dict[int, tuple[int, int]] = {}
+        frontier = [(dfa.completion_bytes(state), 0, state)]
+        expanded = 0
+        while frontier:
+            _, d, s = heapq.heappop(frontier)
+            if d > best[s]:
+                continue
+            if dfa.accepting[s]:
+                out = bytearray()
+                while s != state:
+                    s, b = came[s]
+                    out.append(b)
+                return bytes(reversed(out))
+            expanded += 1
+            if expanded > WITNESS_SEARCH_STATES:
+                return None
+            dfa.ensure_rows([s])
+            row = dfa.table[s]
+            for c in range(dfa.n_classes):
+                t = int(row[c])
+                if t == DEAD or spelled[c] < 0 or best.get(t, INF) <= d + 1:
+                    continue
+                estimate = dfa.completion_bytes(t)
+                if estimate >= INF:
+                    continue
+                best[t] = d + 1
+                came[t] = (s, int(spelled[c]))
+                heapq.heappush(frontier, (d + 1 + estimate, d + 1, t))
+        return None
+
+    def _completion_fits_bytes(self, state: int, k: int) -> bool:
+        """Whether a completion of ``state`` has at most ``k`` bytes (the automaton's
+        distance where it is exact, else the length of a completion that accepts)."""
+        if self.dfa.completion_bytes(state) > k:
+            return False
+        if self.dfa.completion_exact:
+            return True
+        hit = self._witness_bytes.get(state)
+        if hit is None:
+            with self._lock:
+                data = self._completion_data(state)
+            hit = self._witness_bytes[state] = INF if data is None else len(data)
+        return hit <= k
 
     def completes_within(self, state: int, k: int, search: BudgetSearch | None = None
                          ) -> bool:
@@ -250,7 +323,7 @@ class RegularCompiled(Compiled):
         the search found without running out are kept for every later question."""
         if k < 0:
             return False
-        if self._bytes_are_tokens and self.dfa.completion_bytes(state) <= k:
+        if self._bytes_are_tokens and self._completion_fits_bytes(state, k):
             return True  # spelled a byte a token
         needed = self.completion_tokens(state)
         if needed <= k:
