@@ -1,16 +1,20 @@
 """The Types domain for Python (docs/code-domains.md, "Types"): which values have a known
 type (literals, annotated names, builtins' and known methods' results, displays), their
-members, no violation on real code (standard-library modules, HumanEval's canonical
-solutions), and masks equal to their definition token by token."""
+members, expected types (returns, assignments) and redefinitions, an oracle that runs
+the expressions, no violation on real code (standard-library modules, HumanEval's
+canonical solutions), and masks equal to their definition token by token."""
 
 from __future__ import annotations
 
 import importlib.util
+import itertools
+import warnings
 from pathlib import Path
 
 import pytest
 
 from tether.code import ScopeTracker, TypesDomain
+from tether.code.expected_types import fits
 from tether.code.value_types import annotation_type, call_result
 from tether.engine import bitmask
 from tether.vocab import Vocabulary
@@ -47,6 +51,88 @@ def test_member_rules(source, expected):
     tracker = ScopeTracker()
     tracker.feed(source.encode())
     assert (tracker.type_violations > 0) is expected
+
+
+# (program, breaks an expected type or defines a name again)
+EXPECTATIONS = [
+    ("def f(x: int) -> int:\n    return 'a'\n", True),
+    ("def f(x: int) -> int:\n    return 'a'.count('b')\n", False),  # extended to an int
+    ("def f(x: int) -> int:\n    return\n", True),  # a bare return needs "-> None"
+    ("def f(x) -> int:\n    return 1.5\n", True),  # a return annotation makes it checked
+    ("def f(x):\n    return\n", False),  # unannotated: mypy does not check the body
+    ("def f(x: int) -> float:\n    return x\n", False),  # an int is a float
+    ("def f(x: int) -> int:\n    return x / 2\n", False),  # operators: unknown
+    ("def f(x: int) -> bool:\n    return x in [1]\n", False),
+    ("def f(x: int) -> str:\n    return not x\n", True),
+    ("def f(x: int) -> tuple[int, int]:\n    return x, x\n", False),
+    ("def f(x: int) -> int:\n    return x, x\n", True),
+    ("def f(x: int) -> int:\n    return None\n", True),
+    ("def f(x: int) -> Optional[int]:\n    return None\n", False),
+    ("def f(x: int) -> int:\n    return -x; y = 2\n", False),
+    ("def f(x: int) -> list[int]:\n    return []\n", False),
+    ("x = 0\nx = 'a'\n", True),  # mypy infers x: int from its first assignment
+    ("x = 0\nx = x + 0.5\n", False),
+    ("x = []\nx = None\n", True),
+    ("def f():\n    x = 0\n    x = 'a'\n", False),  # unchecked body
+    ("x = 0\ndef f() -> None:\n    x = 'a'\n", False),  # a new local
+    ("x: str = 5\n", True),
+    ("x: float = 5\n", False),
+    ("def f(n: int) -> None:\n    n = 'a'\n", True),
+    ("def f(*args: int, **kw: int) -> None:\n    args.count(1)\n    kw.items()\n", False),
+    ("a = b = 1\na = 'x'\n", False),  # chained: not followed
+    ("def mean(xs): pass\nmean = 1.5\n", True),  # a function's name
+    ("def f(): pass\ndef f(): pass\n", True),
+    ("class A:\n    def m(self): pass\n    def m(self): pass\n", True),
+    ("def f(): pass\nif x:\n    def f(): pass\n", False),  # another block
+    ("if x:\n    def f(): pass\nelse:\n    def f(): pass\n", False),
+    ("class A:\n    @property\n    def v(self): pass\n    @v.setter\n    def v(self, x): pass\n",
+     False),  # decorated
+    ("class A:\n    def m(self): pass\nclass B:\n    def m(self): pass\n", False),
+]
+
+
+@pytest.mark.parametrize("source, expected", EXPECTATIONS)
+def test_expected_types_and_redefinitions(source, expected):
+    tracker = ScopeTracker()
+    tracker.feed(source.encode())
+    assert (tracker.type_violations > 0) is expected
+
+
+_ATOMS = ["x", "s", "1", "1.5", "'a'", "True", "None", "[1]", "(1, 2)", "{1: 2}", "len(s)",
+          "s.upper()", "s.count('a')", "x.bit_length()", "-x", "-1.5", "not x", "s.split()"]
+_OPS = ["+", "==", "in", "is", "and", "*", "<", "not in", ","]
+_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list,
+          "tuple": tuple, "dict": dict}
+
+
+def test_expected_types_agree_with_running_the_expressions():
+    """The oracle: every expression of a small grammar (atoms, and two atoms joined by an
+    operator) is run; a type violation only where the value's real type does not fit
+    the return annotation (never a false "no"), and for every atom — one primary, the
+    part the check claims to know — exactly there."""
+    env = {"x": 3, "s": "ab"}
+    refused = 0
+    exprs = [(a, True) for a in _ATOMS] + [
+        (f"{a} {op} {b}", False) for a, op, b in itertools.product(_ATOMS, _OPS, _ATOMS)]
+    for expr, atom in exprs:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "is" with a literal
+                value = eval(expr, {}, dict(env))  # noqa: S307 (our own small grammar)
+        except Exception:
+            continue
+        actual = "None" if value is None else type(value).__name__
+        for expected in _TYPES:
+            tracker = ScopeTracker()
+            tracker.feed(f"def f(x: int, s: str) -> {expected}:\n    return {expr}\n"
+                         .encode())
+            violation = tracker.type_violations > 0
+            misfit = not fits(expected, actual)
+            assert not violation or misfit, (expr, expected)
+            if atom:
+                assert violation == misfit, (expr, expected)
+            refused += violation
+    assert refused > 200  # the check does refuse (not vacuous)
 
 
 def test_builtin_knowledge_comes_from_the_stub():
@@ -87,7 +173,9 @@ def test_masks_are_their_definition(smollm2_vocab):
     vocab = Vocabulary([bytes([b]) for b in range(256)] + [b""] +
                        [b".up", b"per", b"s.", b"()", b".app", b"end", b" x"], eos_ids=[256])
     for program in ("def f(s: str, xs: list[int]):\n    xs.append(s.upper().lower())\n",
-                    "y = 'a'.split()[0].strip()\n"):
+                    "y = 'a'.split()[0].strip()\n",
+                    "def f(x: int) -> int:\n    y = 0\n    y = x\n    return len('ab')\n",
+                    "def g(): pass\ndef h(): pass\nclass g: pass\n"):
         domain = TypesDomain(vocab)
         for token in _tokens(vocab, program):
             allowed = bitmask.to_bool(domain.mask(), vocab.size)
@@ -99,5 +187,23 @@ def test_masks_are_their_definition(smollm2_vocab):
     allowed = bitmask.to_bool(domain.mask(), smollm2_vocab.size)
     ids = {smollm2_vocab.tokens[t]: t for t in range(smollm2_vocab.size)}
     assert allowed[ids[b"upper"]] and allowed[ids[b"split"]] and not allowed[ids[b"push"]]
+    wrong = [t for t in range(smollm2_vocab.size) if allowed[t] != domain.token_allowed(t)]
+    assert not wrong
+
+
+@pytest.mark.parametrize("prefix, refused, kept", [
+    ("def f(x: int) -> int:\n    return 'a'", [b"\n", b";"], [b".", b" +", b"["]),
+    ("def f(x: int) -> int:\n    return", [b"\n"], [b" x", b" len"]),
+    ("def f(): pass\ndef f", [b"(", b"():"], [b"oo", b"_"]),
+    ("count = 0\ncount = 'a'", [b"\n"], [b".", b" *"]),
+])
+def test_masks_refuse_where_an_expected_type_ends(smollm2_vocab, prefix, refused, kept):
+    domain = TypesDomain(smollm2_vocab, prefix=prefix)
+    allowed = bitmask.to_bool(domain.mask(), smollm2_vocab.size)
+    ids = {smollm2_vocab.tokens[t]: t for t in range(smollm2_vocab.size)
+           if not smollm2_vocab.special[t]}
+    assert not any(allowed[ids[t]] for t in refused)
+    assert all(allowed[ids[t]] for t in kept)
+    assert not domain.is_accepting()  # the program may not end here either
     wrong = [t for t in range(smollm2_vocab.size) if allowed[t] != domain.token_allowed(t)]
     assert not wrong

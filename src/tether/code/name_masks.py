@@ -52,6 +52,7 @@ from tether.code.scope_tracker import (
     KEYWORDS,
     MEMBER,
     MODULE,
+    PENDING,
     REF,
     STRING_PREFIXES,
     Role,
@@ -311,7 +312,7 @@ def _name_class(tracker: ScopeTracker, name: str, role: Role) -> tuple:
     return ("name", name if name in KEYWORDS or name in _FREE_LINES else None,
             name.encode() in STRING_PREFIXES, tracker.resolves(name), role_ok, module,
             tracker.value_of(name, tracker.prev == "."), name in tracker.assigned,
-            name in scope.referenced and name not in scope.bound)
+            name in scope.referenced and name not in scope.bound, tracker.redefines(name))
 
 
 # A name in no list: the class of every identifier nobody declared, and its spelling
@@ -778,11 +779,14 @@ class ImportsDomain(NameDomain):
 
 
 class TypesDomain(NameDomain):
-    """The Types domain over one generated sequence: after ``value.``, where the value's
-    type is known (a literal, an annotated name, a builtin's or a known method's result),
-    only that type's members (docs/code-domains.md, "Types"). Unknown types constrain
-    nothing; the end is always allowed. ``context``/``prefix``: as for
-    :class:`ImportsDomain` (annotated names in reach)."""
+    """The Types domain over one generated sequence (docs/code-domains.md, "Types"):
+    after ``value.``, where the value's type is known (a literal, a name of known type,
+    a builtin's or a known method's result), only that type's members; where a type is
+    expected (a return in ``-> T``, an assignment to a name of known type) an
+    expression of known type that does not fit may not end; a ``def``/``class`` may not
+    define again what its block defined. Unknown types constrain nothing.
+    ``context``/``prefix``: as for :class:`ImportsDomain` (names of known type in
+    reach)."""
 
     KINDS = (MEMBER,)
 
@@ -796,24 +800,39 @@ class TypesDomain(NameDomain):
 
     @staticmethod
     def end_ok(tracker: ScopeTracker) -> bool:
-        return True
+        return tracker.at_end_type_violations() == 0
 
     @staticmethod
     def quiet(tracker: ScopeTracker) -> bool:
-        """Type violations happen at member names only: text without identifier bytes
-        adds none, once the member being written (if any) is one."""
-        if tracker.mode != CODE or not tracker.run or tracker.run_role[0] != MEMBER:
+        """Text without identifier bytes adds a type violation only by closing the
+        identifier being written (a member the type lacks, a ``def`` name defined
+        again, a keyword or a target that starts a check) or by ending a checked
+        expression's statement (:meth:`relevant`)."""
+        if tracker.pending is not None or tracker.annotation is not None:
+            return False  # "x" or "x: int" then ' = ""' and a line break
+        if tracker.mode != CODE or not tracker.run or tracker.run_num:
+            return True
+        name = tracker.run.decode("utf-8", "replace")
+        kind = tracker.run_role[0]
+        if name in KEYWORDS or kind == PENDING or tracker.redefines(name):
+            return False
+        if kind != MEMBER:
             return True
         known = members(tracker.run_role[1])
-        return known is None or tracker.run.decode("utf-8", "replace") in known
+        return known is None or name in known
 
     def relevant(self, tracker: ScopeTracker) -> np.ndarray:
         """A member's role needs a "." right before it: in S, unless the text already
-        ends with one."""
+        ends with one; a checked expression ends at a line break, a ";" or a closing
+        fence."""
         shapes = self.table.shapes
         if tracker.prev == "." or tracker.op.startswith("."):
-            return shapes.tail_middle
-        return shapes.tail_middle & shapes.dot_middle
+            relevant = shapes.tail_middle
+        else:
+            relevant = shapes.tail_middle & shapes.dot_middle
+        if tracker.check is not None:
+            relevant = relevant | shapes.line_break | shapes.semicolon | shapes.backtick
+        return relevant
 
 
 def _tracker(context: str, prefix: str, available: Iterable[str] | None,

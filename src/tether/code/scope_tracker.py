@@ -41,6 +41,7 @@ import builtins
 import keyword
 from dataclasses import dataclass, replace
 
+from tether.code.expected_types import VALUE_KEYWORDS, ExprCheck, expression_type, step, violates
 from tether.code.modules import available_modules, module_info
 from tether.code.value_types import KNOWN, annotation_type, builtin_callee, call_result, members
 
@@ -149,7 +150,25 @@ class Scope:
     referenced: frozenset[str] = frozenset()  # names its code used while it had not bound them
     star: bool = False  # a star-import of unknown names: every name resolves
     is_async: bool = False  # an "async def" body
-    types: tuple[tuple[str, str], ...] = ()  # names whose annotation declares a known type
+    types: tuple[tuple[str, str], ...] = ()  # names of a known declared or inferred type
+    returns: str | None = None  # a function's declared return type, when known
+    typed: bool = False  # whose code mypy checks: the module, an annotated function
+    # def/class names defined (undecorated) in the block being read, with their column
+    defined: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Header:
+    """A ``def``/``class`` header being read."""
+
+    kind: str
+    indent: int
+    is_async: bool
+    decorated: bool
+    params: frozenset[str] = frozenset()
+    types: tuple[tuple[str, str], ...] = ()  # annotated parameters of a known type
+    returns: str | None = None
+    typed: bool = False  # an annotation was read (mypy checks the body)
 
 
 @dataclass(frozen=True)
@@ -223,10 +242,10 @@ class ScopeTracker:
         self.stmt: str | None = None
         self.clause = ""
         self.line_free = False
-        self.scopes: tuple[Scope, ...] = (Scope("module", -1),)
-        # a def/class header being read: kind, indent, parameters, async, declared types
-        self.header: tuple[str, int, frozenset[str], bool, tuple[tuple[str, str], ...]] \
-            | None = None
+        self.scopes: tuple[Scope, ...] = (Scope("module", -1, typed=True),)
+        self.header: Header | None = None
+        self.decorated = False  # decorator lines were read for the coming statement
+        self.check: ExprCheck | None = None  # an expression that must have a known type
         self.value_type: str | None = None  # the type of the value the text ends with
         self.annotation: tuple[str, ...] | None = None  # an annotation being read
         self.annotated: str | None = None  # the name it annotates
@@ -519,6 +538,10 @@ class ScopeTracker:
     def _name(self, name: str, role: Role) -> None:
         kind = role[0]
         prev_dot = self.prev == "."
+        if self.first_lexeme:
+            self.decorated = False
+        if self.check is not None:
+            self.check = step(self.check, "name", len(self.brackets))
         if self.pending is not None:
             self._decide(name)
             if self.line_free:
@@ -653,6 +676,8 @@ class ScopeTracker:
         top = self.brackets[-1] if self.brackets else None
         if kind in ("target", "first"):
             if decider == "=":
+                if kind == "first":
+                    self.check = self._assignment_check(name)
                 self._assign(name)
                 return
             if decider in _TARGET_CONTINUE or (decider == ":" and kind == "first" and
@@ -801,16 +826,22 @@ class ScopeTracker:
             self.mode, string, run, self.op, self.line_start, self.col if layout else 0,
             self.backslash, prev, self.chain, self.value_type,
             None if pending is None else (pending[1], resolves(pending[0]),
-                                          pending[0] in _FREE_LINES),
+                                          pending[0] in _FREE_LINES,
+                                          _unnamed(self._assignment_check(pending[0]))),
             tuple(resolves(t) for t in self.targets), self.seg_target, self.first_lexeme,
             tuple((b.char, b.kind, b.comma, b.comp, b.in_target, b.target,
                    bool(b.waiting - b.bound), b.targets_from, b.callee, b.subscript, b.colon,
                    bool(b.used - b.bound)) for b in self.brackets),
             self.stmt, self.clause, self.line_free,
             tuple((s.kind, s.indent if layout else 0, s.star,
-                   bool((s.obligations | s.inherited) - s.bound)) for s in self.scopes),
+                   bool((s.obligations | s.inherited) - s.bound), s.returns, s.typed)
+                  for s in self.scopes),
             bool(module.obligations - module.bound - BUILTIN_NAMES),
-            None if self.header is None else self.header[0],
+            None if self.header is None else (self.header.kind, self.header.decorated),
+            _unnamed(self.check), self.decorated,
+            None if self.annotation is None else (
+                annotation_type(self.annotation), bool(self.annotation), self.annotation_kind,
+                self.annotation_depth, self.annotated is not None),
             tuple((lam.depth, lam.body) for lam in self.lambdas),
             self.path, self.alias_of, self.from_module, self.from_name, self.relative,
             self.fence_start, self.modules)
@@ -852,15 +883,20 @@ class ScopeTracker:
             self.lambdas = self.lambdas[:-1] + (replace(lam, params=lam.params | {name}),)
             return
         if where == "param":
-            if self.header is not None:
-                kind, indent, params, is_async, types = self.header
-                self.header = (kind, indent, params | {name}, is_async, types)
-                self.annotated = name
+            header = self.header
+            if header is not None:
+                header = replace(header, params=header.params | {name})
+                star = {"*": "tuple", "**": "dict"}.get(self.prev)
+                if star is not None:  # "*args: int" is a tuple of ints whatever it says
+                    header = replace(header, types=header.types + ((name, star),))
+                self.header = header
+                self.annotated = None if star else name
             return
         if where == "import":
             self._bind(name, self.alias_of)
             return
         if where in ("def", "class"):
+            self._define(name)
             self.clause = "named"
         self._bind(name)
 
@@ -893,8 +929,10 @@ class ScopeTracker:
     def _keyword(self, word: str) -> None:
         if self.pending is not None:
             self._decide(word)
+        if self.check is not None:
+            self.check = step(self.check, word, len(self.brackets))
         self._statement_lexeme(word)
-        self.value_type = None
+        self.value_type = VALUE_KEYWORDS.get(word)
         if self.annotation is not None:
             self.annotation += (word,)
         depth = len(self.brackets)
@@ -907,7 +945,12 @@ class ScopeTracker:
             self.stmt = word
             self.clause = _FIRST_CLAUSE.get(word, "")
             if word in ("def", "class"):
-                self.header = (word, self.indent, frozenset(), self.prev == "async", ())
+                self.header = Header(word, self.indent, self.prev == "async", self.decorated)
+            elif word == "return":
+                self.check = self._return_check()
+            self.decorated = False
+        elif first:
+            self.decorated = False
         elif word == "for" and depth:
             top = self.brackets[-1]
             # A would-be target list turns out to be a comprehension: the names it held
@@ -952,9 +995,13 @@ class ScopeTracker:
     def _lexeme(self, lexeme: str) -> None:
         """A significant lexeme other than a name or keyword."""
         annotating = self.annotation is not None  # (not one this lexeme starts)
+        if self.check is not None:  # (not one this lexeme starts: "x = …")
+            self.check = step(self.check, lexeme, len(self.brackets))
         if self.pending is not None:
             self._decide(lexeme)
         self._statement_lexeme(lexeme)
+        if self.first_lexeme:
+            self.decorated = lexeme == "@"
         self.first_lexeme = False
         depth = len(self.brackets)
         top = self.brackets[-1] if depth else None
@@ -968,7 +1015,9 @@ class ScopeTracker:
         if annotating and self.annotation is not None:
             if depth == self.annotation_depth and (lexeme in (",", "=", ";", ":") or
                                                    lexeme in _CLOSERS):
-                self._finish_annotation()
+                assigned = self._finish_annotation()
+                if lexeme == "=" and assigned is not None:
+                    self.check = self._assignment_check(assigned)
             else:  # a literal is not the name of a type
                 self.annotation += ("<literal>" if lexeme in ("str", "num") else lexeme,)
         if stmt == "from" and self.from_name is not None and lexeme in (",", ")"):
@@ -1006,7 +1055,7 @@ class ScopeTracker:
             self.clause = "ann"
             self._start_annotation("return", None, depth)
         elif lexeme == ";" and top is None:
-            self._simple_statement_end()
+            self._simple_statement_end(before)
         elif lexeme == "*" and stmt == "from" and clause == "names":
             self._star_import()
         elif lexeme == "." and stmt == "from" and clause == "module" and \
@@ -1046,22 +1095,95 @@ class ScopeTracker:
         here to the end of the expression at ``depth``."""
         self.annotation, self.annotated = (), name
         self.annotation_kind, self.annotation_depth = kind, depth
+        if kind != "assign" and self.header is not None:
+            self.header = replace(self.header, typed=True)
 
-    def _finish_annotation(self) -> None:
-        """Record the known type the annotation just read declares."""
+    # -- expected types ----------------------------------------------------------------------
+    def _checked_scope(self) -> Scope | None:
+        """The innermost scope if mypy checks its code (the module, a function with an
+        annotation in its signature)."""
+        scope = self.scopes[-1]
+        return scope if scope.typed and scope.kind != "class" else None
+
+    def _return_check(self) -> ExprCheck | None:
+        scope = self._checked_scope()
+        if scope is None or scope.kind != "function" or scope.returns is None:
+            return None
+        return ExprCheck("return", scope.returns, None, len(self.brackets))
+
+    def _assignment_check(self, name: str) -> ExprCheck | None:
+        """The check of ``name = …`` as a statement: against the type ``name`` has in
+        this scope, or recording it when this is its first binding here."""
+        scope = self._checked_scope()
+        if scope is None:
+            return None
+        for bound, declared in scope.types:
+            if bound == name:
+                return ExprCheck("assign", declared, name, 0)
+        if name in scope.bound:
+            return None
+        return ExprCheck("infer", None, name, 0)
+
+    def _end_check(self, value: str | None) -> None:
+        """The expression being checked ended, its last primary of type ``value``."""
+        check = self.check
+        self.check = None
+        if check is None:
+            return
+        if violates(check, value):
+            self.type_violations += 1
+        elif check.kind == "infer" and check.name is not None:
+            inferred = expression_type(check, value)
+            if inferred is not None and inferred != "None":
+                self._declare(check.name, inferred)
+
+    def _define(self, name: str) -> None:
+        """A ``def``/``class`` name: defining it again in the same block, neither one
+        decorated, is mypy's "already defined" (a property's setter, an ``overload``
+        or a ``singledispatch`` register is decorated)."""
+        if self.redefines(name):
+            self.type_violations += 1
+        header = self.header
+        if header is None or header.decorated:
+            return
+        i = len(self.scopes) - 1
+        s = self.scopes[i]
+        self._set_scope(i, replace(s, defined=s.defined + ((name, header.indent),)))
+        if header.kind == "def":
+            self._declare(name, "function")  # assigning it a value of known type: mypy's error
+
+    def redefines(self, name: str) -> bool:
+        """Whether ``name``, read as the name of the ``def``/``class`` being read, defines
+        again what the same block defined (see :meth:`_define`)."""
+        header = self.header
+        if header is None or header.decorated or self.clause != "name" or \
+                self.stmt not in ("def", "class"):
+            return False
+        return (name, header.indent) in self.scopes[-1].defined
+
+    def _finish_annotation(self) -> str | None:
+        """Record the known type the annotation just read declares; the name an
+        annotated assignment declares (``None`` for the others)."""
         declared = annotation_type(self.annotation or ())
         name, kind = self.annotated, self.annotation_kind
         self.annotation, self.annotated = None, None
-        if declared is None or name is None:
-            return
-        if kind == "param" and self.header is not None:
-            head, indent, params, is_async, types = self.header
-            self.header = (head, indent, params, is_async, types + ((name, declared),))
-        elif kind == "assign":
-            i = len(self.scopes) - 1
-            s = self.scopes[i]
-            types = tuple(p for p in s.types if p[0] != name) + ((name, declared),)
-            self._set_scope(i, replace(s, types=types))
+        if kind == "return" and self.header is not None:
+            self.header = replace(self.header, returns=declared)
+        if declared is None:
+            return None
+        if kind == "param" and self.header is not None and name is not None:
+            self.header = replace(self.header, types=self.header.types + ((name, declared),))
+        elif kind == "assign" and name is not None:
+            self._declare(name, declared)
+            return name
+        return None
+
+    def _declare(self, name: str, declared: str) -> None:
+        """``name`` has the known type ``declared`` in the innermost scope."""
+        i = len(self.scopes) - 1
+        s = self.scopes[i]
+        types = tuple(p for p in s.types if p[0] != name) + ((name, declared),)
+        self._set_scope(i, replace(s, types=types))
 
     def _comma(self, top: Bracket | None, depth: int) -> None:
         if top is not None:
@@ -1112,17 +1234,26 @@ class ScopeTracker:
 
     def _header_end(self) -> None:
         """The ``:`` that ends a compound statement's header: a ``def``/``class`` body
-        opens a scope; the rest of the line is a simple statement."""
+        opens a scope; the rest of the line is a simple statement. A block starts: the
+        definitions of deeper blocks read before are forgotten (see :meth:`_define`)."""
+        i = len(self.scopes) - 1
+        s = self.scopes[i]
+        if any(col > self.indent for _, col in s.defined):
+            self._set_scope(i, replace(s, defined=tuple(d for d in s.defined
+                                                         if d[1] <= self.indent)))
         header = self.header
         if header is not None and self.stmt in ("def", "class"):
-            kind, indent, params, is_async, types = header
-            scope = Scope("function" if kind == "def" else "class", indent,
-                          bound=params, is_async=is_async, types=types)
+            function = header.kind == "def"
+            scope = Scope("function" if function else "class", header.indent,
+                          bound=header.params, is_async=header.is_async, types=header.types,
+                          returns=header.returns if function else None,
+                          typed=function and header.typed)
             self.scopes += (scope,)
         self.header = None
         self._statement_start()
 
     def _statement_start(self) -> None:
+        self.check = None
         self.stmt, self.clause = None, ""
         self.seg_target, self.first_lexeme = True, True
         self.assigned = frozenset()
@@ -1155,9 +1286,11 @@ class ScopeTracker:
             self._bind(self.path[0], self.path[0])
         self.path = ()
 
-    def _simple_statement_end(self) -> None:
+    def _simple_statement_end(self, value: str | None) -> None:
+        """A simple statement ends (``value``: the type of the last primary read)."""
         if self.pending is not None:
             self._decide("nl")
+        self._end_check(value)
         if self.unfinished_statement():
             self.violations += 1  # a keyword is never a name: "def" alone is no statement
         if self.annotation is not None:
@@ -1175,7 +1308,7 @@ class ScopeTracker:
         self._flush_op()
         if self.pending is not None:
             self._decide("nl")
-        self._simple_statement_end()
+        self._simple_statement_end(self.value_type)
         self.prev = "nl"
 
     # -- scopes ------------------------------------------------------------------------------
@@ -1281,3 +1414,18 @@ class ScopeTracker:
         twin = self.copy()
         twin.end_program()
         return twin.violations - self.violations
+
+    def at_end_type_violations(self) -> int:
+        """How many type violations ending the program here would add (an expression
+        checked against its expected type ends)."""
+        if self.check is None and not self.run:
+            return 0
+        twin = self.copy()
+        twin.end_program()
+        return twin.type_violations - self.type_violations
+
+
+def _unnamed(check: ExprCheck | None) -> ExprCheck | None:
+    """``check`` as a signature holds it (the name only says where an inferred type is
+    recorded, which no piece of text without identifiers reads)."""
+    return None if check is None or check.name is None else replace(check, name=None)

@@ -1,0 +1,131 @@
+"""Expected types (docs/code-domains.md, "Types"): where the code says which type a value
+must have, the type of the expression written there and whether it fits.
+
+The places, as mypy checks them (in a function only when its signature has an
+annotation, as mypy does by default; at module level always):
+
+* ``return EXPR`` in a function annotated ``-> T`` (and a bare ``return``, which needs
+  ``T`` to admit ``None``);
+* ``name = EXPR`` where ``name``'s type is declared in this scope — an annotation
+  (``name: T = …``, an annotated parameter) or *inferred* from the name's first
+  assignment in the scope (``count = 0`` makes ``count`` an ``int``, as mypy infers it).
+
+An :class:`ExprCheck` follows one expression lexeme by lexeme at its own bracket depth
+(what is inside brackets belongs to a primary). Its type is known only when the
+expression is one primary of known type (a literal, a display, a call of a known
+builtin or method, a name of known type), perhaps with a sign; a tuple (a comma at its
+depth); ``not …``; or a comparison by ``in``/``is`` only (``bool``). Anything else is
+unknown and constrains nothing. A primary can always be extended (``"abc"`` may still
+become ``"abc".count("a")``, an ``int``), so no prefix of an expression is refused: the
+refusal comes where the expression ends — the line break or ``;`` of its statement —
+which is exactly where no completion of the expected type remains.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from tether.code.value_types import KNOWN
+
+# What a known value may stand for: mypy's promotions (bool is an int, int a float, …).
+_WIDER = {"bool": ("int", "float", "complex"), "int": ("float", "complex"),
+          "float": ("complex",)}
+_COMPARE_BOOL = frozenset({"in", "is"})  # always a bool (the others follow __eq__ etc.)
+_COMPARE = frozenset({"==", "!=", "<", ">", "<=", ">="})
+_SIGNS = frozenset({"-", "+", "~"})
+_ENDS_CHECK = frozenset({"=", ":=", ":"}) | frozenset(
+    {"+=", "-=", "*=", "/=", "%=", "@=", "&=", "|=", "^=", "**=", "//=", "<<=", ">>="})
+_OPENERS = frozenset("([{")
+VALUE_KEYWORDS = {"True": "bool", "False": "bool", "None": "None"}
+
+
+@dataclass(frozen=True)
+class ExprCheck:
+    """One expression being read where a type is expected.
+
+    ``kind``: ``"return"``, ``"assign"`` (``expected`` declared) or ``"infer"`` (a first
+    assignment: its type, if known, becomes ``name``'s). ``depth``: the bracket depth the
+    expression is at. The rest summarises what was read at that depth."""
+
+    kind: str
+    expected: str | None
+    name: str | None
+    depth: int
+    started: bool = False  # an operand was read
+    operand_next: bool = True  # the next lexeme starts an operand (a sign is unary)
+    sign: bool = False  # a leading unary sign
+    leading_not: bool = False
+    ops: frozenset[str] = frozenset()  # "comma", "compare", "compare_bool", "opaque"
+
+
+def step(check: ExprCheck, lexeme: str, depth: int) -> ExprCheck | None:
+    """``check`` after a lexeme (``"name"``, ``"num"``, ``"str"``, a keyword, an
+    operator or bracket) read at bracket ``depth``; ``None``: the statement turned out
+    not to be the simple one the check is for (``a = b = 1``, ``x: …``)."""
+    if depth != check.depth:
+        return check
+    if lexeme in ("name", "num", "str") or lexeme in VALUE_KEYWORDS or lexeme in _OPENERS:
+        if not check.operand_next:  # a call, a subscript, "a" "b": the same primary
+            return check
+        return replace(check, started=True, operand_next=False)
+    if lexeme in (".", ";"):  # a member; the statement's end (read by the tracker)
+        return check
+    if lexeme in _ENDS_CHECK:
+        return None
+    if lexeme == ",":
+        return replace(check, ops=check.ops | {"comma"}, operand_next=True)
+    if lexeme == "not":
+        if check.operand_next and not check.started:
+            return replace(check, leading_not=True)
+        if check.operand_next:
+            return check  # "a is not b", "x and not y"
+        return replace(check, ops=check.ops | {"compare_bool"}, operand_next=True)  # not in
+    if lexeme in _COMPARE_BOOL:
+        return replace(check, ops=check.ops | {"compare_bool"}, operand_next=True)
+    if lexeme in _COMPARE:
+        return replace(check, ops=check.ops | {"compare"}, operand_next=True)
+    if lexeme in _SIGNS and check.operand_next:
+        if not check.started and not check.ops:
+            return replace(check, sign=True)
+        return check
+    return replace(check, ops=check.ops | {"opaque"}, operand_next=True)
+
+
+def expression_type(check: ExprCheck, value: str | None) -> str | None:
+    """The type of the expression ``check`` read, ``value`` being the type of the last
+    primary (``None``: unknown)."""
+    if not check.started:
+        return None
+    ops = check.ops
+    if "comma" in ops:
+        return "tuple"
+    if "opaque" in ops:
+        return None
+    if check.leading_not:
+        return "bool"
+    if "compare" in ops:
+        return None
+    if "compare_bool" in ops:
+        return "bool"
+    if check.sign:
+        return "int" if value == "bool" else value if value in ("int", "float", "complex") \
+            else None
+    return value if value in KNOWN or value == "None" else None
+
+
+def fits(expected: str, actual: str) -> bool:
+    """Whether a value of the known type ``actual`` may stand where ``expected`` is
+    declared (both builtin type names, or ``"None"``)."""
+    return actual == expected or expected in _WIDER.get(actual, ())
+
+
+def violates(check: ExprCheck, value: str | None) -> bool:
+    """Whether the expression ``check`` read, now ended, breaks its expected type: a
+    known type that does not fit, or no value where a return needs one."""
+    expected = check.expected
+    if expected is None or check.kind == "infer":
+        return False
+    if not check.started:
+        return check.kind == "return"  # a bare "return" where "-> T" wants a T
+    actual = expression_type(check, value)
+    return actual is not None and not fits(expected, actual)
