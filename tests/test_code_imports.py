@@ -123,6 +123,17 @@ def test_module_attributes_are_read_without_importing():
     assert module_info("no_such_module_zz") is None
 
 
+def test_a_module_not_imported_yet_has_its_attributes():
+    """In a function body, ``math`` before ``import math``: the name's settlement
+    imports the module, so only its attributes follow the dot."""
+    for text, bad in (("def f(xs):\n    return math.mean(xs)\n", True),
+                      ("def f(xs):\n    return math.fsum(xs)\n", False),
+                      ("def f(xs):\n    math = xs\n    return math.mean\n", False)):
+        tracker = ScopeTracker()
+        tracker.feed(text.encode())
+        assert (tracker.violations > 0) is bad, text
+        assert tracker.owed_names() == (["math"] if "math =" not in text else [])
+
 def test_context_names_are_in_reach():
     tracker = ScopeTracker()
     tracker.adopt_module_names("import math\ndef helper(x):\n    return x\n")

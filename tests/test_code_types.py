@@ -11,6 +11,7 @@ import itertools
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tether.code import ScopeTracker, TypesDomain
@@ -88,6 +89,25 @@ EXPECTATIONS = [
     ("class A:\n    @property\n    def v(self): pass\n    @v.setter\n    def v(self, x): pass\n",
      False),  # decorated
     ("class A:\n    def m(self): pass\nclass B:\n    def m(self): pass\n", False),
+    # calls of functions the code defines: arguments against parameters
+    ("def f(a, b): pass\nf(1)\n", True),  # missing
+    ("def f(a, b=1): pass\nf(1)\n", False),
+    ("def f(a, b): pass\nf(1, 2, 3)\n", True),  # too many
+    ("def f(a, *r): pass\nf(1, 2, 3)\n", False),
+    ("def f(a, b): pass\nf(1, c=2)\n", True),  # no such parameter
+    ("def f(a, **k): pass\nf(1, c=2)\n", False),
+    ("def f(a, b): pass\nf(1, a=2)\n", True),  # given twice
+    ("def f(a, *, k): pass\nf(1)\n", True),  # keyword-only, missing
+    ("def f(a, b): pass\nf(*xs)\n", False),  # unpacked: not followed
+    ("def f(a, b): pass\nf(x for x in y)\n", False),
+    ("def f(a, b): pass\nrow(1, lambda s, k=2: s)\n", False),  # a lambda's parameters
+    ("@d\ndef f(a, b): pass\nf(1)\n", False),  # decorated: unknown
+    ("def f(a: int) -> str: pass\nf('x')\n", True),  # an argument's type
+    ("def f(a: int, b: str): pass\nf(1, b=2)\n", True),
+    ("def f(a: float): pass\nf(len([1]))\n", False),
+    ("def f(a: int) -> str: pass\nf(3).uper()\n", True),  # its return type's members
+    ("def f(a: int) -> str: pass\nx: int = f(3)\n", True),
+    ("def f(n: int) -> int:\n    return f(n - 1) + f(n)\n", False),  # recursion
 ]
 
 
@@ -96,6 +116,19 @@ def test_expected_types_and_redefinitions(source, expected):
     tracker = ScopeTracker()
     tracker.feed(source.encode())
     assert (tracker.type_violations > 0) is expected
+
+
+def test_context_functions_with_a_body_are_not_defined_again():
+    """The prompt's stub (a docstring only) is the function to write; its complete
+    helpers are not to be written again."""
+    context = ("import math\ndef poly(xs: list, x: float) -> float:\n    'Poly.'\n"
+               "    return 1.0\n\ndef find_zero(xs: list):\n    'Find a zero.'\n")
+    for text, redefines in (("def find_zero(xs: list):\n    return 0.5\n", False),
+                            ("def poly(xs, x):\n    return 2\n", True)):
+        tracker = ScopeTracker()
+        tracker.adopt_module_names(context)
+        tracker.feed(text.encode())
+        assert (tracker.type_violations > 0) is redefines
 
 
 _ATOMS = ["x", "s", "1", "1.5", "'a'", "True", "None", "[1]", "(1, 2)", "{1: 2}", "len(s)",
@@ -189,6 +222,33 @@ def test_masks_are_their_definition(smollm2_vocab):
     assert allowed[ids[b"upper"]] and allowed[ids[b"split"]] and not allowed[ids[b"push"]]
     wrong = [t for t in range(smollm2_vocab.size) if allowed[t] != domain.token_allowed(t)]
     assert not wrong
+
+
+CHECKED = ("def f(a: int, b: str = 'x') -> int:\n    n = 0\n    n = len(b)\n"
+           "    return f(a, b=b)\n\ndef g(s: str) -> str:\n    return s.upper()\n"
+           "y: int = f(1)\nprint(g('a'), f(2, 'c'))\n")
+
+
+def test_masks_are_their_definition_where_types_are_checked(smollm2_vocab, smollm2_encode):
+    """The machinery's shortcuts (quiet states read only the S's that may end a checked
+    expression) agree with the definition at every step of a program with returns,
+    assignments and calls checked: every token holding a line break, ";", ",", ")" or
+    "`", and a sample of the rest."""
+    rng = np.random.default_rng(0)
+    vocab = smollm2_vocab
+    ids = np.arange(vocab.size)
+    marks = (b"\n", b";", b",", b")", b"`")
+    risky = [t for t in range(vocab.size) if not vocab.special[t] and
+             any(m in vocab.token_bytes(t) for m in marks)]
+    domain = TypesDomain(vocab)
+    for token in smollm2_encode(CHECKED):
+        allowed = bitmask.to_bool(domain.mask(), vocab.size)
+        sample = np.concatenate([risky, rng.choice(ids, 300, replace=False)])
+        wrong = [vocab.token_bytes(int(t)) for t in sample
+                 if allowed[t] != domain.token_allowed(int(t))]
+        assert not wrong, (domain.generated_bytes, wrong[:5])
+        assert allowed[token], domain.generated_bytes  # the program itself is fine
+        domain.consume(token)
 
 
 @pytest.mark.parametrize("prefix, refused, kept", [

@@ -8,7 +8,11 @@ annotation, as mypy does by default; at module level always):
   ``T`` to admit ``None``);
 * ``name = EXPR`` where ``name``'s type is declared in this scope — an annotation
   (``name: T = …``, an annotated parameter) or *inferred* from the name's first
-  assignment in the scope (``count = 0`` makes ``count`` an ``int``, as mypy infers it).
+  assignment in the scope (``count = 0`` makes ``count`` an ``int``, as mypy infers it);
+* a call of a function the code defines (undecorated, not a method): each argument
+  against its parameter's annotation, and, when the call closes, the arguments against
+  the parameters (none missing, none too many, no unknown keyword) — its
+  :class:`Signature`, which also gives the call's type (the return annotation).
 
 An :class:`ExprCheck` follows one expression lexeme by lexeme at its own bracket depth
 (what is inside brackets belongs to a primary). Its type is known only when the
@@ -40,15 +44,60 @@ VALUE_KEYWORDS = {"True": "bool", "False": "bool", "None": "None"}
 
 
 @dataclass(frozen=True)
+class Signature:
+    """A function the code defines, as calls see it: its parameters in order — (name,
+    kind, known annotated type) with kind ``"pos"``, ``"opt"`` (a default),
+    ``"kw"``/``"kwopt"`` (keyword-only), ``"*"`` or ``"**"`` — and its return type."""
+
+    params: tuple[tuple[str, str, str | None], ...]
+    returns: str | None
+
+    def positional_type(self, i: int) -> str | None:
+        """The known type of the ``i``-th positional argument's parameter."""
+        positional = [p for p in self.params if p[1] in ("pos", "opt")]
+        if i < len(positional):
+            return positional[i][2]
+        return next((p[2] for p in self.params if p[1] == "*"), None)
+
+    def keyword_type(self, name: str) -> str | None:
+        """The known type of the parameter a keyword argument ``name`` sets."""
+        for param, kind, declared in self.params:
+            if param == name and kind not in ("*", "**"):
+                return declared
+        return next((p[2] for p in self.params if p[1] == "**"), None)
+
+    def refuses(self, positional: int, keywords: frozenset[str]) -> bool:
+        """Whether a call with ``positional`` arguments and these keyword arguments
+        (no ``*``/``**`` unpacking) breaks the signature."""
+        kinds = {p[1] for p in self.params}
+        positional_names = [p[0] for p in self.params if p[1] in ("pos", "opt")]
+        if positional > len(positional_names) and "*" not in kinds:
+            return True  # too many positional arguments
+        named = {p[0] for p in self.params if p[1] not in ("*", "**")}
+        for keyword in keywords:
+            if keyword in positional_names[:positional]:
+                return True  # given twice
+            if keyword not in named and "**" not in kinds:
+                return True  # no such parameter
+        for i, (name, kind, _) in enumerate(self.params):
+            if kind == "pos" and i >= positional and name not in keywords:
+                return True  # missing
+            if kind == "kw" and name not in keywords:
+                return True
+        return False
+
+
+@dataclass(frozen=True)
 class ExprCheck:
     """One expression being read where a type is expected.
 
-    ``kind``: ``"return"``, ``"assign"`` (``expected`` declared) or ``"infer"`` (a first
-    assignment: its type, if known, becomes ``name``'s). ``depth``: the bracket depth the
-    expression is at. The rest summarises what was read at that depth."""
+    ``kind``: ``"return"``, ``"assign"`` (``expected`` declared), ``"arg"`` (a call's
+    argument) or ``"infer"`` (a first assignment: its type, if known, becomes
+    ``name``'s). ``depth``: the bracket depth the expression is at. The rest summarises
+    what was read at that depth."""
 
     kind: str
-    expected: str | None
+    expected: str | Signature | None
     name: str | None
     depth: int
     started: bool = False  # an operand was read
@@ -113,9 +162,10 @@ def expression_type(check: ExprCheck, value: str | None) -> str | None:
     return value if value in KNOWN or value == "None" else None
 
 
-def fits(expected: str, actual: str) -> bool:
-    """Whether a value of the known type ``actual`` may stand where ``expected`` is
-    declared (both builtin type names, or ``"None"``)."""
+def fits(expected: str | Signature, actual: str) -> bool:
+    """Whether a value of the known type ``actual`` (a builtin type's name, or
+    ``"None"``) may stand where ``expected`` is declared (the same, or a function's
+    name: no value of a builtin type is one)."""
     return actual == expected or expected in _WIDER.get(actual, ())
 
 

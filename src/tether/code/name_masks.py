@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tether.code.expected_types import Signature
 from tether.code.modules import available_modules, module_info
 from tether.code.scope_tracker import (
     _FREE_LINES,
@@ -95,6 +96,7 @@ class _Shapes:
     dot_middle: np.ndarray  # by S id: S holds a "."
     semicolon: np.ndarray  # by S id: S holds a ";"
     backtick: np.ndarray  # by S id: S holds a "`"
+    call_end: np.ndarray  # by S id: S holds a "," or a ")"
     variant: np.ndarray  # (kind, L ends in e, L prefixed) as 4 * kind + 2 * e + prefixed
     variant_middles: dict[int, np.ndarray]  # variant -> the S ids its tokens have
 
@@ -158,6 +160,7 @@ def _shapes(vocab: Vocabulary) -> _Shapes:
         dot_middle=np.array([b"." in m for m in middles], dtype=bool),
         semicolon=np.array([b";" in m for m in middles], dtype=bool),
         backtick=np.array([b"`" in m for m in middles], dtype=bool),
+        call_end=np.array([b"," in m or b")" in m for m in middles], dtype=bool),
         tail_middle=np.bincount(middle_arr[np.array(tail) >= 0],
                                 minlength=len(middles)).astype(bool),
         variant_middles={int(v): np.unique(middle_arr[variant == v])
@@ -804,34 +807,41 @@ class TypesDomain(NameDomain):
 
     @staticmethod
     def quiet(tracker: ScopeTracker) -> bool:
-        """Text without identifier bytes adds a type violation only by closing the
-        identifier being written (a member the type lacks, a ``def`` name defined
-        again, a keyword or a target that starts a check) or by ending a checked
-        expression's statement (:meth:`relevant`)."""
-        if tracker.pending is not None or tracker.annotation is not None:
-            return False  # "x" or "x: int" then ' = ""' and a line break
+        """Text without identifier bytes adds a type violation by closing the identifier
+        being written when it is a member the type lacks or a ``def`` name defined
+        again (not quiet), else only where a checked expression ends — a statement's
+        end, a call's "," or ")" (:meth:`relevant`)."""
         if tracker.mode != CODE or not tracker.run or tracker.run_num:
             return True
         name = tracker.run.decode("utf-8", "replace")
-        kind = tracker.run_role[0]
-        if name in KEYWORDS or kind == PENDING or tracker.redefines(name):
+        if tracker.redefines(name):
             return False
-        if kind != MEMBER:
+        if tracker.run_role[0] != MEMBER:
             return True
         known = members(tracker.run_role[1])
         return known is None or name in known
 
     def relevant(self, tracker: ScopeTracker) -> np.ndarray:
         """A member's role needs a "." right before it: in S, unless the text already
-        ends with one; a checked expression ends at a line break, a ";" or a closing
-        fence."""
+        ends with one. A statement whose expression is checked, or may become so (a
+        target, an annotation, a keyword like ``return`` being read), ends at a line
+        break, a ";" or a closing fence; a call of a function the code defines (open,
+        or about to open) checks its arguments at a "," or ")"."""
         shapes = self.table.shapes
         if tracker.prev == "." or tracker.op.startswith("."):
             relevant = shapes.tail_middle
         else:
             relevant = shapes.tail_middle & shapes.dot_middle
-        if tracker.check is not None:
+        run = tracker.run.decode("utf-8", "replace") if tracker.mode == CODE and \
+            tracker.run and not tracker.run_num else ""
+        if tracker.check is not None or tracker.pending is not None or \
+                tracker.annotation is not None or run in KEYWORDS or \
+                (run and tracker.run_role[0] == PENDING):
             relevant = relevant | shapes.line_break | shapes.semicolon | shapes.backtick
+        if isinstance(tracker.value_type, Signature) or any(
+                isinstance(b.callee, Signature) for b in tracker.brackets) or (
+                run and isinstance(tracker.value_of(run, tracker.prev == "."), Signature)):
+            relevant = relevant | shapes.call_end
         return relevant
 
 

@@ -37,11 +37,19 @@ modules are not checked (that is the Types domain's job).
 
 from __future__ import annotations
 
+import ast
 import builtins
 import keyword
 from dataclasses import dataclass, replace
 
-from tether.code.expected_types import VALUE_KEYWORDS, ExprCheck, expression_type, step, violates
+from tether.code.expected_types import (
+    VALUE_KEYWORDS,
+    ExprCheck,
+    Signature,
+    expression_type,
+    step,
+    violates,
+)
 from tether.code.modules import available_modules, module_info
 from tether.code.value_types import KNOWN, annotation_type, builtin_callee, call_result, members
 
@@ -150,7 +158,8 @@ class Scope:
     referenced: frozenset[str] = frozenset()  # names its code used while it had not bound them
     star: bool = False  # a star-import of unknown names: every name resolves
     is_async: bool = False  # an "async def" body
-    types: tuple[tuple[str, str], ...] = ()  # names of a known declared or inferred type
+    # names of a known declared or inferred type (a Signature for a function)
+    types: tuple[tuple[str, str | Signature], ...] = ()
     returns: str | None = None  # a function's declared return type, when known
     typed: bool = False  # whose code mypy checks: the module, an annotated function
     # def/class names defined (undecorated) in the block being read, with their column
@@ -169,6 +178,9 @@ class Header:
     types: tuple[tuple[str, str], ...] = ()  # annotated parameters of a known type
     returns: str | None = None
     typed: bool = False  # an annotation was read (mypy checks the body)
+    name: str | None = None
+    order: tuple[tuple[str, str], ...] = ()  # parameters and their kinds (see Signature)
+    keyword_only: bool = False  # past "*" or "*args"
 
 
 @dataclass(frozen=True)
@@ -187,9 +199,17 @@ class Bracket:
     target: bool = False
     targets_from: int = 0  # statement targets collected before it opened
     used: frozenset[str] = frozenset()  # names used in it, a "for" of it may yet bind
-    callee: str | None = None  # a call's callee, a subscript's value (their types)
+    callee: object = None  # a call's callee, a subscript's value (their types)
     subscript: bool = False
     colon: bool = False  # a ":" at its level (a dict display)
+    # A call of a function the code defines (callee: its Signature): the positional and
+    # keyword arguments read, whether one is unpacked (*xs, **kw: not followed), whether
+    # the argument being read is a keyword's, and its check.
+    args: int = 0
+    keywords: frozenset[str] = frozenset()
+    unpacked: bool = False
+    keyword: bool = False
+    arg: ExprCheck | None = None
 
     @property
     def comp_capable(self) -> bool:
@@ -267,7 +287,9 @@ class ScopeTracker:
 
     def adopt_module_names(self, source: str) -> None:
         """Put the module-level names ``source`` binds (its imports, functions, classes,
-        assignments) in reach, as if it ran before the text."""
+        assignments) in reach, as if it ran before the text. Its functions and classes
+        with a body are defined (the text may not define them again); those with only a
+        docstring, ``pass`` or ``...`` are stubs the text is to write."""
         other = ScopeTracker()
         other.feed(source.encode())
         theirs = other.scopes[0]
@@ -276,7 +298,10 @@ class ScopeTracker:
         self.scopes = (replace(mine, bound=mine.bound | theirs.bound,
                                modules=mine.modules + theirs.modules,
                                star=mine.star or theirs.star,
-                               types=mine.types + theirs.types),) + self.scopes[1:]
+                               types=mine.types + theirs.types,
+                               defined=mine.defined + tuple(
+                                   (name, 0) for name in _complete_definitions(source))),
+                       ) + self.scopes[1:]
 
     # -- copying ------------------------------------------------------------------------
     def copy(self) -> ScopeTracker:
@@ -540,8 +565,7 @@ class ScopeTracker:
         prev_dot = self.prev == "."
         if self.first_lexeme:
             self.decorated = False
-        if self.check is not None:
-            self.check = step(self.check, "name", len(self.brackets))
+        self._step_checks("name")
         if self.pending is not None:
             self._decide(name)
             if self.line_free:
@@ -652,12 +676,18 @@ class ScopeTracker:
         return info.submodules.get(name)
 
     def _module_of(self, name: str) -> str | None:
+        """The module ``name`` refers to here: one it is bound to, or, while nothing binds
+        it, the module of that name the code may yet import (``math.`` in a function
+        body before ``import math``: the settlement of the name would import it)."""
         for scope in self._scopes_in_reach():
             for bound, module in scope.modules:
                 if bound == name:
                     return module
             if name in scope.bound:
                 return None
+        if name in self.modules and name not in BUILTIN_NAMES and not any(
+                name in local for local in self._local_bindings()) and not self._binds(name):
+            return name
         return None
 
     # -- deciding names -----------------------------------------------------------------
@@ -695,7 +725,8 @@ class ScopeTracker:
                 return
         elif kind == "element":
             if decider == "=" and top is not None and top.kind == "call":
-                return  # a keyword argument's name
+                self._keyword_argument(name, top)
+                return
             if decider == ":=":
                 self._bind_as(name, "walrus")
                 return
@@ -831,7 +862,9 @@ class ScopeTracker:
             tuple(resolves(t) for t in self.targets), self.seg_target, self.first_lexeme,
             tuple((b.char, b.kind, b.comma, b.comp, b.in_target, b.target,
                    bool(b.waiting - b.bound), b.targets_from, b.callee, b.subscript, b.colon,
-                   bool(b.used - b.bound)) for b in self.brackets),
+                   bool(b.used - b.bound), b.args, b.keywords, b.unpacked, b.keyword, b.arg)
+                  for b in self.brackets),
+            self._pending_keyword(),
             self.stmt, self.clause, self.line_free,
             tuple((s.kind, s.indent if layout else 0, s.star,
                    bool((s.obligations | s.inherited) - s.bound), s.returns, s.typed)
@@ -845,6 +878,15 @@ class ScopeTracker:
             tuple((lam.depth, lam.body) for lam in self.lambdas),
             self.path, self.alias_of, self.from_module, self.from_name, self.relative,
             self.fence_start, self.modules)
+
+    def _pending_keyword(self) -> str | None:
+        """The undecided name in a call of a function the code defines (``f(x`` then
+        ``=``: a keyword argument, checked against the parameters)."""
+        pending = self.pending
+        if pending is None or not self.brackets:
+            return None
+        top = self.brackets[-1]
+        return pending[0] if isinstance(top.callee, Signature) else None
 
     def in_function(self, is_async: bool = False) -> bool:
         """Whether the code here is in a function body (``is_async``: the innermost
@@ -885,7 +927,11 @@ class ScopeTracker:
         if where == "param":
             header = self.header
             if header is not None:
-                header = replace(header, params=header.params | {name})
+                kind = self.prev if self.prev in ("*", "**") else \
+                    "kw" if header.keyword_only else "pos"
+                header = replace(header, params=header.params | {name},
+                                 order=header.order + ((name, kind),),
+                                 keyword_only=header.keyword_only or kind == "*")
                 star = {"*": "tuple", "**": "dict"}.get(self.prev)
                 if star is not None:  # "*args: int" is a tuple of ints whatever it says
                     header = replace(header, types=header.types + ((name, star),))
@@ -898,6 +944,8 @@ class ScopeTracker:
         if where in ("def", "class"):
             self._define(name)
             self.clause = "named"
+            if self.header is not None:
+                self.header = replace(self.header, name=name)
         self._bind(name)
 
     def _assign(self, name: str) -> None:
@@ -929,8 +977,7 @@ class ScopeTracker:
     def _keyword(self, word: str) -> None:
         if self.pending is not None:
             self._decide(word)
-        if self.check is not None:
-            self.check = step(self.check, word, len(self.brackets))
+        self._step_checks(word)
         self._statement_lexeme(word)
         self.value_type = VALUE_KEYWORDS.get(word)
         if self.annotation is not None:
@@ -995,8 +1042,8 @@ class ScopeTracker:
     def _lexeme(self, lexeme: str) -> None:
         """A significant lexeme other than a name or keyword."""
         annotating = self.annotation is not None  # (not one this lexeme starts)
-        if self.check is not None:  # (not one this lexeme starts: "x = …")
-            self.check = step(self.check, lexeme, len(self.brackets))
+        ended = lexeme in (",", ")") and bool(self.brackets) and self._end_argument(lexeme)
+        self._step_checks(lexeme, argument=not ended)  # (not a check it starts: "x = …")
         if self.pending is not None:
             self._decide(lexeme)
         self._statement_lexeme(lexeme)
@@ -1047,6 +1094,7 @@ class ScopeTracker:
         elif lexeme == "=":
             if top is not None and top.kind == "params":
                 self.clause = "default"
+                self._param_default()
             elif top is None and stmt is None:
                 for name in self.targets:
                     self._assign(name)
@@ -1058,6 +1106,11 @@ class ScopeTracker:
             self._simple_statement_end(before)
         elif lexeme == "*" and stmt == "from" and clause == "names":
             self._star_import()
+        elif lexeme in ("*", "**") and top is not None and prev in ("(", ","):
+            if top.kind == "params" and lexeme == "*" and self.header is not None:
+                self.header = replace(self.header, keyword_only=True)  # a bare "*" too
+            elif top.kind == "call":
+                self._set_bracket(depth - 1, replace(top, unpacked=True, arg=None))
         elif lexeme == "." and stmt == "from" and clause == "module" and \
                 prev in ("from", "."):
             self.relative = True
@@ -1084,10 +1137,13 @@ class ScopeTracker:
             (top is not None and top.target))
         in_target = top is not None and top.in_target
         subscript = char == "[" and after_value
+        arg = None
+        if kind == "call" and isinstance(value, Signature):
+            arg = _argument_check(value.positional_type(0), len(self.brackets) + 1)
         self.brackets += (Bracket(char, kind, target=target, in_target=in_target,
                                   targets_from=len(self.targets),
                                   callee=value if kind == "call" or subscript else None,
-                                  subscript=subscript),)
+                                  subscript=subscript, arg=arg),)
 
     # -- annotations -----------------------------------------------------------------------
     def _start_annotation(self, kind: str, name: str | None, depth: int) -> None:
@@ -1149,8 +1205,64 @@ class ScopeTracker:
         i = len(self.scopes) - 1
         s = self.scopes[i]
         self._set_scope(i, replace(s, defined=s.defined + ((name, header.indent),)))
-        if header.kind == "def":
-            self._declare(name, "function")  # assigning it a value of known type: mypy's error
+
+    def _step_checks(self, lexeme: str, argument: bool = True) -> None:
+        """Follow the expressions being checked with a lexeme: the statement's and (with
+        ``argument``) the argument the innermost call is reading."""
+        depth = len(self.brackets)
+        if self.check is not None:
+            self.check = step(self.check, lexeme, depth)
+        if depth and argument:
+            top = self.brackets[-1]
+            if top.arg is not None:
+                arg = step(top.arg, lexeme, depth)
+                if arg is not top.arg:
+                    self._set_bracket(depth - 1, replace(top, arg=arg))
+
+    def _end_argument(self, lexeme: str) -> bool:
+        """A "," or ")" in a call of a function the code defines: the argument read ends
+        (checked against its parameter); after a ",", the next one's check; at ")", the
+        arguments against the parameters. False: not such a call."""
+        depth = len(self.brackets)
+        top = self.brackets[-1]
+        sig = top.callee
+        if top.kind != "call" or not isinstance(sig, Signature) or any(
+                lam.depth == depth and not lam.body for lam in self.lambdas):
+            return False  # (a lambda's parameters: "f(lambda a, b: …)")
+        args = top.args
+        if self.prev not in ("(", ","):  # an argument was read
+            if top.arg is not None and violates(top.arg, self.value_type):
+                self.type_violations += 1
+            if not top.keyword and not top.unpacked:
+                args += 1
+        if lexeme == ",":
+            self._set_bracket(depth - 1, replace(
+                top, args=args, keyword=False,
+                arg=_argument_check(sig.positional_type(args), depth)))
+            return True
+        if not top.unpacked and not top.comp and sig.refuses(args, top.keywords):
+            self.type_violations += 1
+        self._set_bracket(depth - 1, replace(top, args=args, arg=None))
+        return True
+
+    def _keyword_argument(self, name: str, top: Bracket) -> None:
+        """``name=`` in a call: a keyword argument (checked if the callee is known)."""
+        sig = top.callee
+        if not isinstance(sig, Signature):
+            return
+        self._set_bracket(len(self.brackets) - 1, replace(
+            top, keywords=top.keywords | {name}, keyword=True,
+            arg=_argument_check(sig.keyword_type(name), len(self.brackets))))
+
+    def _param_default(self) -> None:
+        """A parameter's default: the last parameter read is optional."""
+        header = self.header
+        if header is None or not header.order:
+            return
+        name, kind = header.order[-1]
+        if kind in ("pos", "kw"):
+            self.header = replace(header, order=header.order[:-1] + (
+                (name, "opt" if kind == "pos" else "kwopt"),))
 
     def redefines(self, name: str) -> bool:
         """Whether ``name``, read as the name of the ``def``/``class`` being read, defines
@@ -1242,6 +1354,9 @@ class ScopeTracker:
             self._set_scope(i, replace(s, defined=tuple(d for d in s.defined
                                                          if d[1] <= self.indent)))
         header = self.header
+        if header is not None and header.kind == "def" and header.name is not None and \
+                not header.decorated and s.kind != "class":
+            self._declare(header.name, _signature(header))  # (assigning it a value: mypy's error)
         if header is not None and self.stmt in ("def", "class"):
             function = header.kind == "def"
             scope = Scope("function" if function else "class", header.indent,
@@ -1423,6 +1538,35 @@ class ScopeTracker:
         twin = self.copy()
         twin.end_program()
         return twin.type_violations - self.type_violations
+
+
+def _complete_definitions(source: str) -> list[str]:
+    """The top-level functions and classes of ``source`` with a body beyond a docstring,
+    ``pass`` or ``...`` (none if it does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    out = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
+                not node.decorator_list and not all(
+                    isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr) and
+                                                   isinstance(stmt.value, ast.Constant))
+                    for stmt in node.body):
+            out.append(node.name)
+    return out
+
+
+def _signature(header: Header) -> Signature:
+    """What calls of the function ``header`` defines see."""
+    types = dict(header.types)
+    return Signature(tuple((name, kind, None if kind in ("*", "**") else types.get(name))
+                           for name, kind in header.order), header.returns)
+
+
+def _argument_check(expected: str | None, depth: int) -> ExprCheck | None:
+    return None if expected is None else ExprCheck("arg", expected, None, depth)
 
 
 def _unnamed(check: ExprCheck | None) -> ExprCheck | None:

@@ -38,11 +38,14 @@ def annotation_type(parts: tuple[str, ...]) -> str | None:
     return head if head in KNOWN else None
 
 
-def call_result(callee: str | None) -> str | None:
-    """The type a call returns: a known type's constructor, a builtin function, or a
-    method of a known type (``"str.split"`` → ``"list"``)."""
+def call_result(callee: object) -> str | None:
+    """The type a call returns: a known type's constructor, a builtin function, a
+    method of a known type (``"str.split"`` → ``"list"``), or a function the code
+    defines (its :class:`~tether.code.expected_types.Signature`'s return type)."""
     if callee is None:
         return None
+    if not isinstance(callee, str):
+        return getattr(callee, "returns", None)
     if callee in KNOWN:
         return callee
     if callee.startswith("fn:"):
