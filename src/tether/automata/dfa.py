@@ -92,6 +92,11 @@ class LazyAutomaton(ABC):
                 break
         return state
 
+    def walk_lightly(self, state: int, data: bytes) -> int:
+        """:meth:`walk`, where an automaton can do it without computing rows (a path's
+        next state looked up for bookkeeping, not a step the text takes)."""
+        return self.walk(state, data)
+
     def materialize(self, limit: int) -> bool:
         """Build every state reachable from ``start`` if there are at most ``limit``;
         True if complete."""

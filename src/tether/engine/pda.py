@@ -53,6 +53,7 @@ The number of family rules is bounded (:class:`~tether.errors.LimitExceeded`).
 from __future__ import annotations
 
 import hashlib
+import heapq
 import sys
 from bisect import bisect_right
 from collections.abc import Hashable, Iterable, Sequence
@@ -61,7 +62,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tether.automata.dfa import DEAD, LazyAutomaton, epsilon_closure, segments
+from tether.automata.dfa import DEAD, UNKNOWN, LazyAutomaton, epsilon_closure, segments
 from tether.automata.dfa import byte_classes as partition_bytes
 from tether.automata.nfa import NfaBuilder, trim_moves
 from tether.automata.regex_ast import Alternate, Automaton, Concat, Repeat
@@ -539,6 +540,90 @@ class PushdownAutomaton(LazyAutomaton):
                 (self._node_distance(n) for n in self._keys[state]),  # type: ignore[attr-defined]
                 default=INF)
         return hit
+
+    # -- completions that accept (checked, or found, without interning states) ----------
+    def accepts_after(self, state: int, data: bytes) -> bool:
+        """Whether reading ``data`` from ``state`` ends where the text may stop (a
+        witness checked before it is trusted: its distances do not count the guards of
+        rules matched longest), read as :meth:`walk_lightly` reads."""
+        sid, nodes = self._read_lightly(state, data)
+        if sid is not None:
+            return sid != DEAD and bool(self.accepting[sid])
+        return any(self._node_ends(n)[0] for n in nodes)
+
+    def walk_lightly(self, state: int, data: bytes) -> int:
+        """:meth:`walk` computing no row: rows already computed are followed, elsewhere
+        the stacks themselves are read; only the state reached is interned."""
+        sid, nodes = self._read_lightly(state, data)
+        return sid if sid is not None else self._intern(nodes)
+
+    def _read_lightly(self, state: int, data: bytes) -> tuple[int | None, tuple[int, ...]]:
+        """Where reading ``data`` from ``state`` ends: a state (``DEAD`` if it dies), or
+        the stacks of one not interned (``None, stacks``)."""
+        sid: int | None = state
+        nodes: tuple[int, ...] = ()
+        for b in data:
+            cls = int(self.class_of_byte[b])
+            if sid is not None:
+                nxt = int(self.table[sid, cls])
+                if nxt != UNKNOWN:
+                    if nxt == DEAD:
+                        return DEAD, ()
+                    sid = nxt
+                    continue
+                nodes = self._keys[sid]  # type: ignore[assignment]
+            nodes = self._stacks_after(nodes, cls)
+            if not nodes:
+                return DEAD, ()
+            sid = self._ids.get(nodes)  # a state interned already, if any
+        return sid, nodes
+
+    def search_completion(self, state: int, spelling: Spelling, limit: int) -> bytes | None:
+        """A shortest string that takes ``state`` to where the text may stop: a
+        best-first search over sets of stacks (exact, guards included), the stacks'
+        distances — lower bounds — as the estimate; each class spelled by ``spelling``.
+        ``None`` when none is found within ``limit`` sets expanded."""
+        start = frozenset(self._keys[state])  # type: ignore[arg-type]
+        best = {start: 0}
+        came: dict[frozenset[int], tuple[frozenset[int], int]] = {}
+        frontier = [(self._stacks_distance(start), 0, 0, start)]
+        tie = 0
+        expanded = 0
+        while frontier:
+            _, d, _, nodes = heapq.heappop(frontier)
+            if d > best[nodes]:
+                continue
+            if any(self._node_ends(n)[0] for n in nodes):
+                out = bytearray()
+                while nodes != start:
+                    nodes, b = came[nodes]
+                    out.append(b)
+                return bytes(reversed(out))
+            expanded += 1
+            if expanded > limit:
+                return None
+            moves = [m for n in nodes for e in self._expansion(n) for m in self._node_moves(e)]
+            for lo, hi, targets in segments(moves) if moves else ():
+                reached = frozenset(targets)
+                if best.get(reached, INF) <= d + 1:
+                    continue
+                estimate = self._stacks_distance(reached)
+                if estimate >= INF:
+                    continue
+                best[reached] = d + 1
+                came[reached] = (nodes, spelling.of_range(lo, hi))
+                tie += 1
+                heapq.heappush(frontier, (d + 1 + estimate, d + 1, tie, reached))
+        return None
+
+    def _stacks_after(self, nodes: Iterable[int], cls: int) -> tuple[int, ...]:
+        """The stacks (sorted: a state's key) reading a byte of class ``cls`` leads to."""
+        reached = {target for n in nodes for e in self._expansion(n)
+                   for lo, hi, target in self._node_moves(e) if lo <= cls <= hi}
+        return tuple(sorted(reached))
+
+    def _stacks_distance(self, nodes: Iterable[int]) -> int:
+        return min((self._node_distance(n) for n in nodes), default=INF)
 
     def _node_distance(self, node: int) -> int:
         chain = []

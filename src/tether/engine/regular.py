@@ -9,7 +9,6 @@ bounded and guarded by a lock (the DFA grows as it is explored).
 
 from __future__ import annotations
 
-import heapq
 import threading
 import time
 from collections import OrderedDict
@@ -35,7 +34,7 @@ STATE_OVERHEAD_BYTES = 256
 BUDGET_SEARCH_STATES = 64
 BUDGET_SEARCH_SLACK = 1  # tokens beyond k a shortest completion may need to be searched
 BUDGET_SEARCH_TOKENS = 8  # searched only for the last tokens of a budget
-WITNESS_SEARCH_STATES = 4096  # states a search for a completion that accepts expands
+WITNESS_SEARCH_STATES = 4096  # stack sets a search for a completion that accepts expands
 MAX_CACHED_BUDGET_ANSWERS = 100_000
 MAX_CACHED_SUCCESSORS = 4096  # budget masks: the states the tokens of recent states end in
 MAX_FORCED_TOKENS = 64
@@ -216,7 +215,7 @@ class RegularCompiled(Compiled):
                     self._completion_rests[state] = tuple(path)
             rest = self._completion_rests.pop(state, None)
             if rest:
-                nxt = self.dfa.walk(state, self.vocab.token_bytes(rest[0]))
+                nxt = self.dfa.walk_lightly(state, self.vocab.token_bytes(rest[0]))
                 if nxt != DEAD and self._completion_tokens.get(nxt, INF) > len(rest) - 1:
                     self._completion_tokens[nxt] = len(rest) - 1
                     if len(rest) > 1:
@@ -246,54 +245,14 @@ class RegularCompiled(Compiled):
 
     def _completion_data(self, state: int) -> bytes | None:
         """A string that takes ``state`` to acceptance: the automaton's shortest
-        completion, checked by walking it when its distances are lower bounds only (a
-        rule matched longest: ``else`` then ``A`` spells one name, not two); when that
-        walk does not accept, a shortest one found by :meth:`_searched_completion`."""
+        completion, checked first when its distances are lower bounds only (a rule
+        matched longest: ``else`` then ``A`` spells one name, not two); when it does not
+        accept, a shortest one the automaton searches for."""
         data = self._witness(state)
-        if data is None or self.dfa.completion_exact:
-            return data
-        end = self.dfa.walk(state, data)
-        if end != DEAD and self.dfa.accepting[end]:
-            return data
-        return self._searched_completion(state)
-
-    def _searched_completion(self, state: int) -> bytes | None:
-        """A shortest string to acceptance, by a best-first search over the automaton's
-        own states (which are exact), the completion bytes — a lower bound — as the
-        estimate; a class spelled by the byte :attr:`_spelling` picks. ``None`` past
-        ``WITNESS_SEARCH_STATES`` states expanded."""
         dfa = self.dfa
-        spelled = self._spelling.byte
-        best = {state: 0}
-        came: dict[int, tuple[int, int]] = {}
-        frontier = [(dfa.completion_bytes(state), 0, state)]
-        expanded = 0
-        while frontier:
-            _, d, s = heapq.heappop(frontier)
-            if d > best[s]:
-                continue
-            if dfa.accepting[s]:
-                out = bytearray()
-                while s != state:
-                    s, b = came[s]
-                    out.append(b)
-                return bytes(reversed(out))
-            expanded += 1
-            if expanded > WITNESS_SEARCH_STATES:
-                return None
-            dfa.ensure_rows([s])
-            row = dfa.table[s]
-            for c in range(dfa.n_classes):
-                t = int(row[c])
-                if t == DEAD or spelled[c] < 0 or best.get(t, INF) <= d + 1:
-                    continue
-                estimate = dfa.completion_bytes(t)
-                if estimate >= INF:
-                    continue
-                best[t] = d + 1
-                came[t] = (s, int(spelled[c]))
-                heapq.heappush(frontier, (d + 1 + estimate, d + 1, t))
-        return None
+        if data is None or dfa.completion_exact or dfa.accepts_after(state, data):  # type: ignore[attr-defined]
+            return data
+        return dfa.search_completion(state, self._spelling, WITNESS_SEARCH_STATES)  # type: ignore[attr-defined]
 
     def _completion_fits_bytes(self, state: int, k: int) -> bool:
         """Whether a completion of ``state`` has at most ``k`` bytes (the automaton's
@@ -344,7 +303,7 @@ class RegularCompiled(Compiled):
             search.cut = True
             return False
         search.states -= 1
-        for nxt in sorted(self._successors(state), key=self.completion_tokens):
+        for nxt in sorted(self._successors(state), key=self.dfa.completion_bytes):
             if self.completes_within(nxt, k - 1, search):
                 search.seen[key] = hit = True
                 break
