@@ -7,7 +7,7 @@ as "Complete the following Python function …" with the stub in a code block; g
 
 - ``unconstrained``: no constraint (the program is the reply's first code block);
 - ``syntax``: ``tether.grammars.python(fenced=True)`` (intensity ``syntax_only``);
-- ``imports``: the same with intensity ``full_hard`` — Syntax, Types (member access)
+- ``imports``: the same with intensity ``full_hard`` — Syntax, Types (members, expected types, calls)
   and Imports;
 - ``full``: intensity ``full`` — and the ControlFlow and Semantics scorers;
 
@@ -67,12 +67,27 @@ def program_of(text: str, stub: str, entry: str) -> str:
     """The program a reply gives: the stub (its imports and helpers are the context the
     code domains put in reach) and then the reply's first code block (or the whole
     reply) — as the body of the stub's function when the block does not define it, else
-    as a module after the stub (its definition replaces the stub's)."""
+    in place of the stub's definition of it (the stub's docstring-only function would be
+    a redefinition and an empty body to mypy, errors the model did not write)."""
     match = _BLOCK.search(text)
     code = match.group(1) if match else text
     if re.search(rf"^\s*(async\s+)?def\s+{re.escape(entry)}\b", code, re.M):
-        return stub + "    pass\n\n" + code
+        return _without_definition(stub, entry) + code
     return stub + code
+
+
+def _without_definition(stub: str, entry: str) -> str:
+    """``stub`` without its top-level definition of ``entry`` (decorators included)."""
+    try:
+        tree = ast.parse(stub)
+    except (SyntaxError, ValueError):
+        return stub + "    pass\n\n"
+    lines = stub.splitlines(keepends=True)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry:
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+            return "".join(lines[:start] + lines[node.end_lineno:])
+    return stub
 
 
 def parses(program: str) -> bool:
@@ -158,6 +173,12 @@ def run(model: object, problem: dict, intensity: str | None, phase: str) -> dict
             "domain_us": dict(domain_us), "dropped": dropped}
 
 
+def _failed(problem: dict, error: Exception) -> dict:
+    return {"task": problem["task_id"], "stop": f"error: {error!r}", "text": "",
+            "type_errors": [], "tokens": 0, "tps": 0.0, "seconds": 0.0, "parses": False,
+            "undefined": [], "passed": False, "domain_us": {}, "dropped": 0}
+
+
 def _pct(values: list[float], q: float) -> float:
     if not values:
         return 0.0
@@ -165,7 +186,7 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def summary(name: str, rows: list[dict]) -> dict:
+def summary(name: str, rows: list[dict], quiet: bool = False) -> dict:
     ended = [r for r in rows if r["stop"] in ("constraint_complete", "eog")] \
         if not name.startswith("unconstrained") else []
     times: dict[str, list[float]] = collections.defaultdict(list)
@@ -186,6 +207,8 @@ def summary(name: str, rows: list[dict]) -> dict:
         "domain_us": {d: {"p50": _pct(v, 0.5), "p95": _pct(v, 0.95), "steps": len(v)}
                       for d, v in sorted(times.items())},
     }
+    if quiet:
+        return out
     mask = "  ".join(f"{d} p50 {t['p50']:.0f} p95 {t['p95']:.0f} µs"
                      for d, t in out["domain_us"].items())
     print(f"{name:26s} n {out['n']:3d}  ended {out['ended_by_grammar']:3d}  parses "
@@ -205,6 +228,8 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="the first N (after stride)")
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--phases", default="off,auto")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the saved runs of other configurations (run in parts)")
     parser.add_argument("--rescore", action="store_true",
                         help="recompute the checks of bench/results/code_domains.json")
     args = parser.parse_args()
@@ -213,7 +238,9 @@ def main() -> None:
         return
     problems = list(read_problems().values())[::args.stride][:args.limit]
     model = tether.runtime.load_model()
-    results: dict[str, list[dict]] = {}
+    path = RESULTS / "code_domains.json"
+    results: dict[str, list[dict]] = (json.loads(path.read_text())["runs"]
+                                      if args.merge and path.exists() else {})
     for config in args.configs.split(","):
         for phase in args.phases.split(","):
             if config == "unconstrained" and phase == "auto":
@@ -221,13 +248,21 @@ def main() -> None:
             name = config if config == "unconstrained" else f"{config} phase={phase}"
             rows = results[name] = []
             for problem in problems:
-                rows.append(run(model, problem, CONFIGS[config], phase))
+                try:
+                    rows.append(run(model, problem, CONFIGS[config], phase))
+                except Exception as error:  # a failure is a row of the table, not the end
+                    print(f"{problem['task_id']} {name}: {error!r}", flush=True)
+                    rows.append(_failed(problem, error))
             summary(name, rows)
+            _save(results, quiet=True)  # a long run can be read as it goes
     print()
-    summaries = [summary(name, rows) for name, rows in results.items()]
-    save("code_domains", {"problems": len(problems), "max_tokens": MAX_TOKENS,
-                          "summaries": summaries, "runs": results})
-    print(json.dumps({"problems": len(problems)}))
+    _save(results)
+
+
+def _save(results: dict[str, list[dict]], quiet: bool = False) -> None:
+    summaries = [summary(name, rows, quiet) for name, rows in results.items()]
+    save("code_domains", {"problems": max(len(rows) for rows in results.values()),
+                          "max_tokens": MAX_TOKENS, "summaries": summaries, "runs": results})
 
 
 def rescore(problems: dict) -> None:

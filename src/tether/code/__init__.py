@@ -1,11 +1,14 @@
 """The code domains for Python (docs/code-domains.md): what fusion adds to
 :func:`tether.grammars.python` — the Imports hard domain (every name the code refers to
-resolves), the Types hard domain (members of values of known type), the ControlFlow and
-Semantics soft domains — and what they know of the code around the generation.
+resolves), the Types hard domain (members, returns, assignments and calls of known
+type), the ControlFlow and Semantics soft domains — and what they know of the code
+around the generation.
 
 * :mod:`tether.code.modules` — what importable modules hold, read without running them;
 * :mod:`tether.code.scope_tracker` — the scope graph of Python text, byte by byte;
 * :mod:`tether.code.value_types` — builtin types' members and what calls return;
+* :mod:`tether.code.expected_types` — an expression's type where one is expected, and
+  the signatures of the code's functions;
 * :mod:`tether.code.name_masks` — the Imports and Types domains' exact masks over a
   vocabulary;
 * :mod:`tether.code.control_flow` — the rule and prompt scorers.

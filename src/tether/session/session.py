@@ -265,12 +265,18 @@ class Session:
                 mask = mask.copy()  # type: ignore[union-attr]
                 mask[token >> 5] &= ~np.uint32(1 << (token & 31))
             fitting = self._budget_filter(mask)  # type: ignore[arg-type]
-            if fitting.any() or not isinstance(self.matcher, FusedConstraint):
+            if fitting.any():
                 return decide(logits, fitting, history)
+            if not isinstance(self.matcher, FusedConstraint):
+                return decide(logits, mask, history)  # see below
             # Syntax's own budget, keeping room for the settlement of owed names if it can.
             relaxed = self.matcher.budget_mask(self.tokens_left - 1)
             if not relaxed.any():
                 relaxed = self.matcher.budget_mask(self.tokens_left - 1, settle=False)
+            if not relaxed.any():
+                # No token completes in the budget (the bound was wrong: a bug, never an
+                # input's fault): the allowed tokens, and the run may end cut by it.
+                relaxed = mask
             token, info, stop = decide(logits, relaxed, history)
             if info is not None:
                 info = replace(info, dropped=info.dropped + self.matcher.relaxed_for_budget())
