@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import logging
 import pkgutil
 import sys
 from dataclasses import dataclass
@@ -210,6 +211,9 @@ def _stub_names(name: str) -> set[str] | None:
         import typeshed_client
     except ImportError:
         return None
+    # The client warns (on stderr, through logging) about other packages' stubs it
+    # cannot follow (a star-import of a module it lacks): not the user's concern.
+    logging.getLogger("typeshed_client").setLevel(logging.ERROR)
     try:
         names = typeshed_client.get_stub_names(name)
     except Exception:  # a stub the client cannot read: unknown, not an error
