@@ -436,10 +436,11 @@ def test_owed_names_are_settled_at_the_budgets_end(smollm2_vocab):
     """The budget reserves the definitions of names the code owes and writes them when
     little room is left: the program ends with no undefined name."""
     session, stop = _fused_run(smollm2_vocab, "```python\nimport os\ndef f():\n"
-                                              "    return g(math.pi, os.sep)\n", 40)
+                                              "    return g(math.pi, os.sep) + rate\n", 50)
     assert stop == "constraint_complete"
     text = session.text()
     assert "import math" in text and "def g(*args, **kwargs):" in text, text
+    assert "rate: typing.Any = NotImplemented" in text, text  # read, never called
     assert not any(s.dropped for s in session.steps)
     code = text.split("```python\n", 1)[1].rsplit("```", 1)[0]
     tracker = ScopeTracker()

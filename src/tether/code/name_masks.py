@@ -751,17 +751,23 @@ class ImportsDomain(NameDomain):
 
     def settlement(self) -> bytes:
         """Source that binds every name the program still owes, written at the start of
-        a line at module level: ``import m`` for a module this interpreter has, else a
-        stub that says it is one (``def name(*args, **kwargs): raise
-        NotImplementedError``). What a budget's end writes rather than leave a name
+        a line at module level: ``import m`` for a module this interpreter has; for a
+        name the code calls, a function that says it is a stub (``def name(*args,
+        **kwargs): raise NotImplementedError``); for one it only reads, a value of any
+        type (``name: typing.Any = NotImplemented``, so a type checker finds no error
+        the settlement made). What a budget's end writes rather than leave a name
         undefined (docs/code-domains.md, "Budgets")."""
         tracker = self.state
         lines = []
         for name in tracker.owed_names():
             if name in tracker.modules:
                 lines.append(f"import {name}\n")
-            else:
+            elif name in tracker.called:
                 lines.append(f"def {name}(*args, **kwargs):\n    raise NotImplementedError\n")
+            else:
+                if "import typing\n" not in lines:
+                    lines.insert(0, "import typing\n")
+                lines.append(f"{name}: typing.Any = NotImplemented\n")
         return "".join(lines).encode()
 
     @staticmethod

@@ -266,6 +266,8 @@ class ScopeTracker:
         self.header: Header | None = None
         self.decorated = False  # decorator lines were read for the coming statement
         self.check: ExprCheck | None = None  # an expression that must have a known type
+        self.last_name: str | None = None  # the name the text ends with, if it does
+        self.called: frozenset[str] = frozenset()  # names the code calls (name "(")
         self.value_type: str | None = None  # the type of the value the text ends with
         self.annotation: tuple[str, ...] | None = None  # an annotation being read
         self.annotated: str | None = None  # the name it annotates
@@ -455,6 +457,8 @@ class ScopeTracker:
                 # "+" or "+=", "<" or "<=": a reference either way — decided now, so a
                 # mask can refuse the operator itself.
                 self._decide(ch)
+            if ch in _EXTENDABLE and ch not in _TARGET_LEXEMES:
+                self._statement_lexeme(ch)  # likewise for a target list ("[a] +")
         if self.op not in _EXTENDABLE:  # ")" or "+=": nothing can make it longer
             self._flush_op()
 
@@ -603,6 +607,7 @@ class ScopeTracker:
         """Import paths, the module a following "." would reach, the value's type, the
         lexeme."""
         self.value_type = self.value_of(name, prev_dot)
+        self.last_name = None if prev_dot else name
         if self.annotation is not None:
             self.annotation += (name,)
         stmt, clause = self.stmt, self.clause
@@ -979,6 +984,7 @@ class ScopeTracker:
             self._decide(word)
         self._step_checks(word)
         self._statement_lexeme(word)
+        self.last_name = None
         self.value_type = VALUE_KEYWORDS.get(word)
         if self.annotation is not None:
             self.annotation += (word,)
@@ -1042,6 +1048,9 @@ class ScopeTracker:
     def _lexeme(self, lexeme: str) -> None:
         """A significant lexeme other than a name or keyword."""
         annotating = self.annotation is not None  # (not one this lexeme starts)
+        name, self.last_name = self.last_name, None
+        if lexeme == "(" and name is not None and self.prev == "name":
+            self.called |= {name}
         ended = lexeme in (",", ")") and bool(self.brackets) and self._end_argument(lexeme)
         self._step_checks(lexeme, argument=not ended)  # (not a check it starts: "x = …")
         if self.pending is not None:
