@@ -7,8 +7,8 @@ as "Complete the following Python function …" with the stub in a code block; g
 
 - ``unconstrained``: no constraint (the program is the reply's first code block);
 - ``syntax``: ``tether.grammars.python(fenced=True)`` (intensity ``syntax_only``);
-- ``imports``: the same with intensity ``full_hard`` — Syntax, Types (members, expected types, calls)
-  and Imports;
+- ``imports``: the same with intensity ``full_hard`` — Syntax, Types (members, expected
+  types, calls) and Imports;
 - ``full``: intensity ``full`` — and the ControlFlow and Semantics scorers;
 
 each without and with ``--phase auto`` (free prose before the code block). The program
@@ -26,6 +26,10 @@ a change to them, or to add mypy's) without generating again.
     taskset -c 1 .venv/bin/python bench/code_domains.py [--stride 1] [--limit N]
                                                         [--configs unconstrained,syntax,imports]
                                                         [--rescore]
+    # in parts, one per core, then together:
+    taskset -c 0 … --configs imports --output cd_imports &
+    taskset -c 1 … --configs full --output cd_full
+    .venv/bin/python bench/code_domains.py --combine cd_imports cd_full
 """
 
 from __future__ import annotations
@@ -230,15 +234,28 @@ def main() -> None:
     parser.add_argument("--phases", default="off,auto")
     parser.add_argument("--merge", action="store_true",
                         help="keep the saved runs of other configurations (run in parts)")
+    parser.add_argument("--output", default="code_domains",
+                        help="results file name in bench/results (runs in parallel: one "
+                             "each, then --combine)")
+    parser.add_argument("--combine", nargs="*", metavar="NAME",
+                        help="merge these results files' runs into --output and report")
     parser.add_argument("--rescore", action="store_true",
                         help="recompute the checks of bench/results/code_domains.json")
     args = parser.parse_args()
     if args.rescore:
         rescore(read_problems())
         return
+    if args.combine is not None:
+        runs: dict[str, list[dict]] = {}
+        for name in [args.output, *args.combine]:
+            path = RESULTS / f"{name}.json"
+            if path.exists():
+                runs.update(json.loads(path.read_text())["runs"])
+        _save(runs, args.output)
+        return
     problems = list(read_problems().values())[::args.stride][:args.limit]
     model = tether.runtime.load_model()
-    path = RESULTS / "code_domains.json"
+    path = RESULTS / f"{args.output}.json"
     results: dict[str, list[dict]] = (json.loads(path.read_text())["runs"]
                                       if args.merge and path.exists() else {})
     for config in args.configs.split(","):
@@ -254,15 +271,15 @@ def main() -> None:
                     print(f"{problem['task_id']} {name}: {error!r}", flush=True)
                     rows.append(_failed(problem, error))
             summary(name, rows)
-            _save(results, quiet=True)  # a long run can be read as it goes
+            _save(results, args.output, quiet=True)  # a long run can be read as it goes
     print()
-    _save(results)
+    _save(results, args.output)
 
 
-def _save(results: dict[str, list[dict]], quiet: bool = False) -> None:
+def _save(results: dict[str, list[dict]], output: str, quiet: bool = False) -> None:
     summaries = [summary(name, rows, quiet) for name, rows in results.items()]
-    save("code_domains", {"problems": max(len(rows) for rows in results.values()),
-                          "max_tokens": MAX_TOKENS, "summaries": summaries, "runs": results})
+    save(output, {"problems": max(len(rows) for rows in results.values()),
+                  "max_tokens": MAX_TOKENS, "summaries": summaries, "runs": results})
 
 
 def rescore(problems: dict) -> None:
