@@ -267,3 +267,17 @@ def test_masks_refuse_where_an_expected_type_ends(smollm2_vocab, prefix, refused
     assert not domain.is_accepting()  # the program may not end here either
     wrong = [t for t in range(smollm2_vocab.size) if allowed[t] != domain.token_allowed(t)]
     assert not wrong
+
+
+def test_whole_masks_cached_for_one_sequence_fit_another(smollm2_vocab):
+    """Whole masks are shared per vocabulary by the tracker's state key: it holds what a
+    mask depends on — here the names a block defined (the first ``def g`` may open its
+    parameters, the second may not)."""
+    ids = {smollm2_vocab.tokens[t]: t for t in range(smollm2_vocab.size)
+           if not smollm2_vocab.special[t]}
+    stub = "def g(x: int) -> int:\n    'The stub to write.'\n"
+    first = TypesDomain(smollm2_vocab, context=stub, prefix="def g")
+    assert bitmask.to_bool(first.mask(), smollm2_vocab.size)[ids[b"("]]
+    again = TypesDomain(smollm2_vocab, context=stub,
+                        prefix="def g(x: int) -> int:\n    return x\ndef g")
+    assert not bitmask.to_bool(again.mask(), smollm2_vocab.size)[ids[b"("]]

@@ -875,7 +875,8 @@ class ScopeTracker:
                    bool((s.obligations | s.inherited) - s.bound), s.returns, s.typed)
                   for s in self.scopes),
             bool(module.obligations - module.bound - BUILTIN_NAMES),
-            None if self.header is None else (self.header.kind, self.header.decorated),
+            None if self.header is None else (self.header.kind, self.header.decorated,
+                                              self.header.indent),
             _unnamed(self.check), self.decorated,
             None if self.annotation is None else (
                 annotation_type(self.annotation), bool(self.annotation), self.annotation_kind,
@@ -906,8 +907,8 @@ class ScopeTracker:
         being written, and the names, modules and declared types in reach (equal keys,
         equal masks)."""
         return (self.signature(), self.run, self.assigned,
-                tuple((s.bound, s.modules, s.types, s.obligations, s.inherited, s.referenced)
-                      for s in self.scopes),
+                tuple((s.bound, s.modules, s.types, s.obligations, s.inherited, s.referenced,
+                       s.defined) for s in self.scopes),
                 self.pending, self.targets,
                 tuple((b.bound, b.waiting, b.used) for b in self.brackets),
                 tuple(lam.params for lam in self.lambdas))
