@@ -204,6 +204,10 @@ def summary(name: str, rows: list[dict], quiet: bool = False) -> dict:
         "with_undefined_names": sum(bool(r["undefined"]) for r in rows),
         "undefined_names": sum(len(r["undefined"]) for r in rows),
         "type_errors": sum(len(r["type_errors"]) for r in rows),
+        # mypy's "syntax" code is a program that does not parse (or an annotation that is
+        # no type): counted by "parses", not a type error
+        "type_errors_not_syntax": sum(len([e for e in r["type_errors"] if e != "syntax"])
+                                      for r in rows),
         "attr_defined": sum(r["type_errors"].count("attr-defined") for r in rows),
         "passed": sum(r["passed"] for r in rows),
         "tokens_per_s_median": statistics.median([r["tps"] for r in rows if r["tps"]] or [0]),
@@ -218,7 +222,8 @@ def summary(name: str, rows: list[dict], quiet: bool = False) -> dict:
     print(f"{name:26s} n {out['n']:3d}  ended {out['ended_by_grammar']:3d}  parses "
           f"{out['parses']:3d} (of ended {out['parses_of_ended']})  undefined-name programs "
           f"{out['with_undefined_names']:3d} ({out['undefined_names']} names)  mypy errors "
-          f"{out['type_errors']} (attr-defined {out['attr_defined']})  pass@1 "
+          f"{out['type_errors']} (not syntax {out['type_errors_not_syntax']}, attr-defined "
+          f"{out['attr_defined']})  pass@1 "
           f"{out['passed']:3d}  tokens/s {out['tokens_per_s_median']:.1f}  dropped "
           f"{out['dropped_steps']}  {mask}", flush=True)
     return out
@@ -277,6 +282,8 @@ def main() -> None:
 
 
 def _save(results: dict[str, list[dict]], output: str, quiet: bool = False) -> None:
+    if not results:
+        raise SystemExit(f"no runs to save in {output}")
     summaries = [summary(name, rows, quiet) for name, rows in results.items()]
     save(output, {"problems": max(len(rows) for rows in results.values()),
                   "max_tokens": MAX_TOKENS, "summaries": summaries, "runs": results})
