@@ -68,7 +68,11 @@ PROGRAMS = [
     ("def f(x):\n    if x\n", True),  # a keyword is never a name: a header needs ":"
     ("x = y = 3\nprint(x, y)\n", False),
     ("del q\n", True),
-    ("print(f'{x}', rb'\\x00', \"\"\"doc\n\"\"\", '')\n", False),  # strings are text
+    ("print(f'{{x}}', rb'\\x00', \"\"\"doc\n\"\"\", '')\n", False),  # strings are text
+    ("print(f'{x}')\n", True),  # an f-string's field is code
+    ("x = 1\nprint(f'{x!r:>{x}} {{y}}', rf'\\{{z}}')\n", False),
+    ("def f(a):\n    return f'{a} {b:{w}}'\n", True),  # obligations, unmet at the end
+    ("def f(a):\n    return f'{a} {b:{w}}'\nb = w = 1\n", False),
     ("@property\ndef f(): pass\n", False),
     ("@unknown_decorator\ndef f(): pass\n", True),
     ("sorted([1], key=lambda t: t)\nprint(sep='')\n", False),  # keyword arguments

@@ -226,7 +226,8 @@ def test_masks_are_their_definition(smollm2_vocab):
 
 CHECKED = ("def f(a: int, b: str = 'x') -> int:\n    n = 0\n    n = len(b)\n"
            "    return f(a, b=b)\n\ndef g(s: str) -> str:\n    return s.upper()\n"
-           "y: int = f(1)\nprint(g('a'), f(2, 'c'))\n")
+           "y: int = f(1)\nprint(g('a'), f(2, 'c'))\n"
+           "print(f\"{g('a').upper()!r:>{y}} {{y}} {y=}\")\n")
 
 
 def test_masks_are_their_definition_where_types_are_checked(smollm2_vocab, smollm2_encode):

@@ -27,12 +27,14 @@ A name that breaks its role — a reference that cannot resolve, a closing brack
 statement end that leaves a name unresolved, the end of the program with an obligation
 unmet — is a *violation*; :attr:`ScopeTracker.violations` counts them. The end of the
 program is the end of the text or a closing Markdown fence (```` ``` ```` at the start of
-a line); an opening fence line at the very start is skipped.
+a line); an opening fence line at the very start is skipped. An f-string's replacement
+fields (``f"{total / n:.2f}"``, nested ones in a format spec too) are read as code in a
+bracket of their own; the string around them is text.
 
-Known limits (never a false "no" for them; documented): f-string expressions are read
-as string text, ``match``/``case``/``type`` statements and star-imports of unknown
-modules constrain nothing on their line or scope, attributes of values other than
-modules are not checked (that is the Types domain's job).
+Known limits (never a false "no" for them; documented): ``match``/``case``/``type``
+statements and star-imports of unknown modules constrain nothing on their line or
+scope, attributes of values other than modules are not checked (that is the Types
+domain's job).
 """
 
 from __future__ import annotations
@@ -167,6 +169,19 @@ class Scope:
 
 
 @dataclass(frozen=True)
+class Field:
+    """An f-string replacement field being read: the string it is in (its quote, whether
+    triple), the bracket depth it opened at, whether it sits in another field's spec, and
+    the statement state set aside while its expression is read."""
+
+    quote: int
+    triple: bool
+    depth: int
+    in_spec: bool
+    saved: tuple
+
+
+@dataclass(frozen=True)
 class Header:
     """A ``def``/``class`` header being read."""
 
@@ -240,7 +255,10 @@ class ScopeTracker:
         self.mode = CODE
         self.quote = 0
         self.triple = False
-        self.raw = False
+        self.fstring = False  # the string being read is an f-string
+        self.brace = False  # its "{" was just read: a field, or "{{"
+        self.spec = False  # reading a field's conversion or format spec (string text)
+        self.fields: tuple[Field, ...] = ()  # f-string replacement fields open, innermost last
         self.escape = False
         self.quote_run = 0  # quotes seen in a row (opening: to tell "" from """)
         self.opening = False  # reading the quotes that open a string
@@ -355,12 +373,29 @@ class ScopeTracker:
                 self._code_byte(b)
                 return
             self.opening, self.quote_run = False, 0
+        if self.brace:
+            self.brace = False
+            if b == 0x7B:
+                return  # "{{": a brace
+            self._open_field()  # a replacement field starts
+            self._code_byte(b)
+            return
         if self.escape:
             self.escape = False
-            return
+            if not (self.fstring and b in (0x7B, 0x7D)):  # a brace is a brace after "\"
+                return
         if b == 0x5C:  # backslash (escapes the next byte, raw strings included)
             self.escape = True
             self.quote_run = 0
+            return
+        if self.fstring and b == 0x7B:  # "{"
+            if self.spec:
+                self._open_field()  # a field nested in a format spec
+            else:
+                self.brace = True
+            return
+        if self.spec and b == 0x7D:  # "}" ends the spec, and its field
+            self._close_field()
             return
         if b == q:
             if not self.triple:
@@ -375,11 +410,64 @@ class ScopeTracker:
             self._string_closed()
             self._code_byte(b)
 
+    # -- f-string replacement fields ---------------------------------------------------
+    def _open_field(self) -> None:
+        """``{`` in an f-string: its expression is read as code in a bracket of its own
+        (names in it are references), the statement around it set aside until it ends."""
+        self.fields += (Field(self.quote, self.triple, len(self.brackets), self.spec, (
+            self.prev, self.pending, self.targets, self.check, self.first_lexeme,
+            self.seg_target, self.chain, self.value_type, self.last_name,
+            self.string_type)),)
+        self.mode, self.spec = CODE, False
+        self.brackets += (Bracket("(", "group"),)
+        self.prev, self.pending, self.targets, self.check = "(", None, (), None
+        self.first_lexeme = self.seg_target = False
+        self.chain = self.value_type = self.last_name = None
+
+    def _field_byte(self, b: int) -> bool:
+        """A byte of code at the level of the innermost field: ``}`` ends it, ``:`` or a
+        ``!`` conversion starts its spec (True: the byte was taken)."""
+        if self.op == "=" and b in (0x7D, 0x3A, 0x21):
+            self.op = ""  # "{x=}": the expression shown before its value
+        if self.op == "!" and b != 0x3D:  # "!r": a conversion, not "!="
+            self.op = ""
+            self._end_expression()
+            self._string_byte(b)
+            return True
+        if b not in (0x7D, 0x3A) or self.op:
+            return False
+        self._end_run()
+        self._flush_op()
+        self._end_expression()
+        if b == 0x7D:
+            self._close_field()
+        return True
+
+    def _end_expression(self) -> None:
+        """The field's expression ends: its bracket closes (waiting names are passed on),
+        the statement around it comes back, and the string goes on (a spec first)."""
+        if self.pending is not None:
+            self._decide(")")
+        self._close_bracket()
+        field = self.fields[-1]
+        (self.prev, self.pending, self.targets, self.check, self.first_lexeme,
+         self.seg_target, self.chain, self.value_type, self.last_name,
+         self.string_type) = field.saved
+        self.mode, self.quote, self.triple, self.fstring = STRING, field.quote, field.triple, True
+        self.spec = True
+
+    def _close_field(self) -> None:
+        self.spec = self.fields[-1].in_spec
+        self.fields = self.fields[:-1]
+
     def _string_closed(self) -> None:
         self.mode, self.quote_run, self.triple, self.escape = CODE, 0, False, False
         self.value_type = self.string_type
 
     def _code_byte(self, b: int) -> None:
+        if self.fields and len(self.brackets) == self.fields[-1].depth + 1 and \
+                self._field_byte(b):
+            return
         if b in _WORD:
             if self.op:
                 self._flush_op()
@@ -405,9 +493,11 @@ class ScopeTracker:
             return
         if b in (0x27, 0x22):  # a quote
             self.string_type = "str"
+            self.fstring = False
             if self.run and not self.run_num and self.run in STRING_PREFIXES:
                 if b"b" in self.run.lower():
                     self.string_type = "bytes"
+                self.fstring = b"f" in self.run.lower()
                 self.run = b""  # a string prefix, not a name
             else:
                 self._end_run()
@@ -855,7 +945,8 @@ class ScopeTracker:
         module = self.scopes[0]
         layout = layout or self.line_start
         string = (self.quote, self.triple, self.escape, self.quote_run, self.opening,
-                  self.string_type) if self.mode == STRING else None
+                  self.string_type, self.fstring, self.brace, self.spec) \
+            if self.mode == STRING else None
         run = (self.run_num, self.run_role) if self.run else None
         prev = self.prev if self.prev in _SIGNIFICANT_PREV else "other"
         return (
@@ -883,7 +974,7 @@ class ScopeTracker:
                 self.annotation_depth, self.annotated is not None),
             tuple((lam.depth, lam.body) for lam in self.lambdas),
             self.path, self.alias_of, self.from_module, self.from_name, self.relative,
-            self.fence_start, self.modules)
+            self.fence_start, self.modules, self.fields)
 
     def _pending_keyword(self) -> str | None:
         """The undecided name in a call of a function the code defines (``f(x`` then
