@@ -70,6 +70,12 @@ PROGRAMS = [
     ("del q\n", True),
     ("print(f'{{x}}', rb'\\x00', \"\"\"doc\n\"\"\", '')\n", False),  # strings are text
     ("print(f'{x}')\n", True),  # an f-string's field is code
+    ("a, *b = 1, 2, 3\nprint(a, b)\n", False),  # a starred target binds
+    ("def f(k):\n    first, *rest = k\n    return rest\n", False),
+    ("[a, *b] = [1, 2]\nprint(a, b)\n", False),
+    ("xs = [1]\nys = [*xs, 2]\nprint(*ys)\n", False),
+    ("print(*qq)\n", True),
+    ("def f(k):\n    a = [a] * k\n", True),  # a multiplication, not a starred target
     ("x = 1\nprint(f'{x!r:>{x}} {{y}}', rf'\\{{z}}')\n", False),
     ("def f(a):\n    return f'{a} {b:{w}}'\n", True),  # obligations, unmet at the end
     ("def f(a):\n    return f'{a} {b:{w}}'\nb = w = 1\n", False),
@@ -125,6 +131,16 @@ def test_module_attributes_are_read_without_importing():
     assert os is not None and os.submodules["path"] in ("posixpath", "ntpath")
     assert module_info("re").has("VERBOSE")  # made by globals().update: the stub has it
     assert module_info("no_such_module_zz") is None
+
+
+def test_the_name_being_written_is_owed_should_it_end_there():
+    """The budget reserves the settlement of a name as soon as it is being written
+    (``max_`` at the budget's end would otherwise leave no room to define it)."""
+    tracker = ScopeTracker()
+    tracker.feed(b"def f(k):\n    x = 1 + max_")
+    assert tracker.owed_names() == ["max_"]
+    tracker.feed(b"k")
+    assert tracker.owed_names() == ["max_k"]
 
 
 def test_a_module_not_imported_yet_has_its_attributes():

@@ -285,6 +285,7 @@ class ScopeTracker:
         self.decorated = False  # decorator lines were read for the coming statement
         self.check: ExprCheck | None = None  # an expression that must have a known type
         self.last_name: str | None = None  # the name the text ends with, if it does
+        self.starred = False  # the "*" the text ends with starts an item ("a, *b = …")
         self.called: frozenset[str] = frozenset()  # names the code calls (name "(")
         self.value_type: str | None = None  # the type of the value the text ends with
         self.annotation: tuple[str, ...] | None = None  # an annotation being read
@@ -547,8 +548,9 @@ class ScopeTracker:
                 # "+" or "+=", "<" or "<=": a reference either way — decided now, so a
                 # mask can refuse the operator itself.
                 self._decide(ch)
-            if ch in _EXTENDABLE and ch not in _TARGET_LEXEMES:
-                self._statement_lexeme(ch)  # likewise for a target list ("[a] +")
+            if ch in _EXTENDABLE and (ch not in _TARGET_LEXEMES or ch == "*" and self.prev in (
+                    "name", ")", "]")):
+                self._targets_referred()  # likewise for a target list ("[a] +", "[a] *")
         if self.op not in _EXTENDABLE:  # ")" or "+=": nothing can make it longer
             self._flush_op()
 
@@ -639,12 +641,14 @@ class ScopeTracker:
             return (BIND, "scope")
         if stmt in ("with", "except") and self.clause == "as":
             return (BIND, "scope")
-        if top is not None and prev in ("(", "[", "{", ","):
+        item_start = prev == "*" and self.starred  # "*b" in "a, *b = …", "[*xs, 1]"
+        if top is not None and (prev in ("(", "[", "{", ",") or item_start):
             if top.target:
                 return (PENDING, "target")
             return (PENDING, "element")
         if top is None:
-            if stmt is None and self.seg_target and (self.first_lexeme or prev in ("=", ",")):
+            if stmt is None and self.seg_target and (self.first_lexeme or prev in ("=", ",") or
+                                                     item_start):
                 return (PENDING, "target")
             if stmt in ("if", "elif", "while") and prev == stmt:
                 return (PENDING, "cond")
@@ -951,7 +955,7 @@ class ScopeTracker:
         prev = self.prev if self.prev in _SIGNIFICANT_PREV else "other"
         return (
             self.mode, string, run, self.op, self.line_start, self.col if layout else 0,
-            self.backslash, prev, self.chain, self.value_type,
+            self.backslash, prev, self.starred, self.chain, self.value_type,
             None if pending is None else (pending[1], resolves(pending[0]),
                                           pending[0] in _FREE_LINES,
                                           _unnamed(self._assignment_check(pending[0]))),
@@ -1132,7 +1136,11 @@ class ScopeTracker:
     def _statement_lexeme(self, lexeme: str) -> None:
         """A target list ends where a lexeme that no target may hold comes: its names
         were references."""
-        if self.targets and not self.brackets and lexeme not in _TARGET_LEXEMES:
+        if lexeme not in _TARGET_LEXEMES:
+            self._targets_referred()
+
+    def _targets_referred(self) -> None:
+        if self.targets and not self.brackets:
             for name in self.targets:
                 self._refer(name)
             self.targets = ()
@@ -1148,6 +1156,8 @@ class ScopeTracker:
         if self.pending is not None:
             self._decide(lexeme)
         self._statement_lexeme(lexeme)
+        self.starred = lexeme == "*" and (self.first_lexeme or self.prev in (
+            ",", "=", "(", "[", "{", ";"))
         if self.first_lexeme:
             self.decorated = lexeme == "@"
         self.first_lexeme = False
@@ -1577,6 +1587,8 @@ class ScopeTracker:
         if self.mode == DONE:
             return []
         twin = self.copy()
+        if twin.mode == CODE and twin.run and not twin.run_num:
+            twin._end_run()  # the name being written, should it end here
         while len(twin.scopes) > 1:
             twin._pop_scope()
         module = twin.scopes[0]
