@@ -62,7 +62,11 @@ EXPECTATIONS = [
     ("def f(x) -> int:\n    return 1.5\n", True),  # a return annotation makes it checked
     ("def f(x):\n    return\n", False),  # unannotated: mypy does not check the body
     ("def f(x: int) -> float:\n    return x\n", False),  # an int is a float
-    ("def f(x: int) -> int:\n    return x / 2\n", False),  # operators: unknown
+    ("def f(x: int) -> int:\n    return x / 2\n", True),  # "/": a float
+    ("def f(x: int) -> int:\n    return x // 2 + x % 3 - 1\n", False),
+    ("def f(x: int, y: float) -> int:\n    return x * y\n", True),
+    ("def f(x: int) -> int:\n    return x ** 2\n", False),  # "**": unknown
+    ("def f(x: str) -> int:\n    return x % 2\n", False),  # not a number: unknown
     ("def f(x: int) -> bool:\n    return x in [1]\n", False),
     ("def f(x: int) -> str:\n    return not x\n", True),
     ("def f(x: int) -> tuple[int, int]:\n    return x, x\n", False),
@@ -72,7 +76,8 @@ EXPECTATIONS = [
     ("def f(x: int) -> int:\n    return -x; y = 2\n", False),
     ("def f(x: int) -> list[int]:\n    return []\n", False),
     ("x = 0\nx = 'a'\n", True),  # mypy infers x: int from its first assignment
-    ("x = 0\nx = x + 0.5\n", False),
+    ("x = 0\nx = x + 0.5\n", True),  # a float for an int, as mypy says
+    ("x = 0\nx = x + 1\n", False),
     ("x = []\nx = None\n", True),
     ("def f():\n    x = 0\n    x = 'a'\n", False),  # unchecked body
     ("x = 0\ndef f() -> None:\n    x = 'a'\n", False),  # a new local
@@ -133,7 +138,7 @@ def test_context_functions_with_a_body_are_not_defined_again():
 
 _ATOMS = ["x", "s", "1", "1.5", "'a'", "True", "None", "[1]", "(1, 2)", "{1: 2}", "len(s)",
           "s.upper()", "s.count('a')", "x.bit_length()", "-x", "-1.5", "not x", "s.split()"]
-_OPS = ["+", "==", "in", "is", "and", "*", "<", "not in", ","]
+_OPS = ["+", "==", "in", "is", "and", "*", "<", "not in", ",", "/", "-", "//", "%"]
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool, "list": list,
           "tuple": tuple, "dict": dict}
 

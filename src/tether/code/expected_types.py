@@ -17,9 +17,11 @@ annotation, as mypy does by default; at module level always):
 An :class:`ExprCheck` follows one expression lexeme by lexeme at its own bracket depth
 (what is inside brackets belongs to a primary). Its type is known only when the
 expression is one primary of known type (a literal, a display, a call of a known
-builtin or method, a name of known type), perhaps with a sign; a tuple (a comma at its
-depth); ``not …``; or a comparison by ``in``/``is`` only (``bool``). Anything else is
-unknown and constrains nothing. A primary can always be extended (``"abc"`` may still
+builtin or method, a name of known type), perhaps with a sign; arithmetic (``+ - * / //
+%``) on numbers of known type (the widest of them, at least ``int``; ``float`` with a
+``/``, as Python's numeric tower and mypy have it); a tuple (a comma at its depth);
+``not …``; or a comparison by ``in``/``is`` only (``bool``). Anything else is unknown and
+constrains nothing. A primary can always be extended (``"abc"`` may still
 become ``"abc".count("a")``, an ``int``), so no prefix of an expression is refused: the
 refusal comes where the expression ends — the line break or ``;`` of its statement —
 which is exactly where no completion of the expected type remains.
@@ -37,6 +39,8 @@ _WIDER = {"bool": ("int", "float", "complex"), "int": ("float", "complex"),
 _COMPARE_BOOL = frozenset({"in", "is"})  # always a bool (the others follow __eq__ etc.)
 _COMPARE = frozenset({"==", "!=", "<", ">", "<=", ">="})
 _SIGNS = frozenset({"-", "+", "~"})
+_ARITHMETIC = frozenset({"+", "-", "*", "/", "//", "%"})  # ("**" may give a float or Any)
+_NUMBERS = ("bool", "int", "float", "complex")  # narrowest first
 _ENDS_CHECK = frozenset({"=", ":=", ":"}) | frozenset(
     {"+=", "-=", "*=", "/=", "%=", "@=", "&=", "|=", "^=", "**=", "//=", "<<=", ">>="})
 _OPENERS = frozenset("([{")
@@ -104,13 +108,16 @@ class ExprCheck:
     operand_next: bool = True  # the next lexeme starts an operand (a sign is unary)
     sign: bool = False  # a leading unary sign
     leading_not: bool = False
-    ops: frozenset[str] = frozenset()  # "comma", "compare", "compare_bool", "opaque"
+    ops: frozenset[str] = frozenset()  # "comma", "compare", "compare_bool", "opaque", "arith"
+    number: str | None = None  # the widest operand of its arithmetic so far ("?": not one)
 
 
-def step(check: ExprCheck, lexeme: str, depth: int) -> ExprCheck | None:
+def step(check: ExprCheck, lexeme: str, depth: int, value: str | None = None
+         ) -> ExprCheck | None:
     """``check`` after a lexeme (``"name"``, ``"num"``, ``"str"``, a keyword, an
-    operator or bracket) read at bracket ``depth``; ``None``: the statement turned out
-    not to be the simple one the check is for (``a = b = 1``, ``x: …``)."""
+    operator or bracket) read at bracket ``depth``, ``value`` the type of the primary it
+    follows; ``None``: the statement turned out not to be the simple one the check is
+    for (``a = b = 1``, ``x: …``)."""
     if depth != check.depth:
         return check
     if lexeme in ("name", "num", "str") or lexeme in VALUE_KEYWORDS or lexeme in _OPENERS:
@@ -137,7 +144,22 @@ def step(check: ExprCheck, lexeme: str, depth: int) -> ExprCheck | None:
         if not check.started and not check.ops:
             return replace(check, sign=True)
         return check
+    if lexeme in _ARITHMETIC:
+        number = _wider(check.number, value)
+        if lexeme == "/":
+            number = _wider(number, "float")
+        return replace(check, ops=check.ops | {"arith"}, operand_next=True, number=number)
     return replace(check, ops=check.ops | {"opaque"}, operand_next=True)
+
+
+def _wider(number: str | None, value: str | None) -> str:
+    """The type of arithmetic on a number of type ``number`` (``None``: none yet) and
+    one of type ``value`` ("?" if either is no number of known type)."""
+    if value not in _NUMBERS or number == "?":
+        return "?"
+    if number is None:
+        return value  # type: ignore[return-value]
+    return max(number, value, key=_NUMBERS.index)
 
 
 def expression_type(check: ExprCheck, value: str | None) -> str | None:
@@ -156,6 +178,9 @@ def expression_type(check: ExprCheck, value: str | None) -> str | None:
         return None
     if "compare_bool" in ops:
         return "bool"
+    if "arith" in ops:
+        number = _wider(check.number, value)
+        return None if number == "?" else "int" if number == "bool" else number
     if check.sign:
         return "int" if value == "bool" else value if value in ("int", "float", "complex") \
             else None

@@ -1322,11 +1322,11 @@ class ScopeTracker:
         ``argument``) the argument the innermost call is reading."""
         depth = len(self.brackets)
         if self.check is not None:
-            self.check = step(self.check, lexeme, depth)
+            self.check = step(self.check, lexeme, depth, self.value_type)
         if depth and argument:
             top = self.brackets[-1]
             if top.arg is not None:
-                arg = step(top.arg, lexeme, depth)
+                arg = step(top.arg, lexeme, depth, self.value_type)
                 if arg is not top.arg:
                     self._set_bracket(depth - 1, replace(top, arg=arg))
 
