@@ -92,6 +92,19 @@ class LazyAutomaton(ABC):
                 break
         return state
 
+    def accepts_after(self, state: int, data: bytes) -> bool:
+        """Whether reading ``data`` from ``state`` ends in an accepting state (a
+        completion checked before it is trusted, where :attr:`completion_exact` is
+        false)."""
+        end = self.walk_lightly(state, data)
+        return end != DEAD and bool(self.accepting[end])
+
+    def search_completion(self, state: int, spelling: Spelling, limit: int) -> bytes | None:
+        """A shortest string that takes ``state`` to acceptance, searched for when the
+        distances' witness does not accept (``None``: none found; automata whose
+        distances are exact never need it)."""
+        return None
+
     def walk_lightly(self, state: int, data: bytes) -> int:
         """:meth:`walk`, where an automaton can do it without computing rows (a path's
         next state looked up for bookkeeping, not a step the text takes)."""

@@ -250,9 +250,9 @@ class RegularCompiled(Compiled):
         accept, a shortest one the automaton searches for."""
         data = self._witness(state)
         dfa = self.dfa
-        if data is None or dfa.completion_exact or dfa.accepts_after(state, data):  # type: ignore[attr-defined]
+        if data is None or dfa.completion_exact or dfa.accepts_after(state, data):
             return data
-        return dfa.search_completion(state, self._spelling, WITNESS_SEARCH_STATES)  # type: ignore[attr-defined]
+        return dfa.search_completion(state, self._spelling, WITNESS_SEARCH_STATES)
 
     def _completion_fits_bytes(self, state: int, k: int) -> bool:
         """Whether a completion of ``state`` has at most ``k`` bytes (the automaton's
