@@ -76,6 +76,7 @@ PROGRAMS = [
     ("xs = [1]\nys = [*xs, 2]\nprint(*ys)\n", False),
     ("print(*qq)\n", True),
     ("def f(k):\n    a = [a] * k\n", True),  # a multiplication, not a starred target
+    ("def f(k):\n    a = [a]  # c\n", True),  # a comment: the line ends, [a] was read
     ("x = 1\nprint(f'{x!r:>{x}} {{y}}', rf'\\{{z}}')\n", False),
     ("def f(a):\n    return f'{a} {b:{w}}'\n", True),  # obligations, unmet at the end
     ("def f(a):\n    return f'{a} {b:{w}}'\nb = w = 1\n", False),

@@ -513,6 +513,11 @@ class ScopeTracker:
         self._end_run()
         if b == 0x23:  # "#"
             self._flush_op()
+            if not self.brackets and not self.backslash:
+                # Only the line break can follow: what it decides is decided now.
+                if self.pending is not None:
+                    self._decide("nl")
+                self._targets_referred()
             self.mode = COMMENT
             return
         if b == 0x0A or b == 0x0D:
