@@ -58,7 +58,7 @@ class RegularCompiled(Compiled):
         self._forced: dict[int, Forced] = {}
         self._finished: dict[int, bool] = {}
         self._completion_tokens: dict[int, int] = {}
-        self._witness_bytes: dict[int, int] = {}  # see _completion_fits_bytes
+        self._checked: dict[int, bytes | None] = {}  # see _completion_data
         # States whose token path's next state is not credited yet: the path
         self._completion_rests: dict[int, tuple[int, ...]] = {}
         self._within: dict[tuple[int, int], bool] = {}  # see completes_within
@@ -247,12 +247,18 @@ class RegularCompiled(Compiled):
         """A string that takes ``state`` to acceptance: the automaton's shortest
         completion, checked first when its distances are lower bounds only (a rule
         matched longest: ``else`` then ``A`` spells one name, not two); when it does not
-        accept, a shortest one the automaton searches for."""
-        data = self._witness(state)
+        accept, a shortest one the automaton searches for (kept per state: the budget
+        asks for its length and its tokens)."""
         dfa = self.dfa
-        if data is None or dfa.completion_exact or dfa.accepts_after(state, data):
-            return data
-        return dfa.search_completion(state, self._spelling, WITNESS_SEARCH_STATES)
+        if dfa.completion_exact:
+            return self._witness(state)
+        if state in self._checked:
+            return self._checked[state]
+        data = self._witness(state)
+        if data is not None and not dfa.accepts_after(state, data):
+            data = dfa.search_completion(state, self._spelling, WITNESS_SEARCH_STATES)
+        self._checked[state] = data
+        return data
 
     def _completion_fits_bytes(self, state: int, k: int) -> bool:
         """Whether a completion of ``state`` has at most ``k`` bytes (the automaton's
@@ -261,12 +267,9 @@ class RegularCompiled(Compiled):
             return False
         if self.dfa.completion_exact:
             return True
-        hit = self._witness_bytes.get(state)
-        if hit is None:
-            with self._lock:
-                data = self._completion_data(state)
-            hit = self._witness_bytes[state] = INF if data is None else len(data)
-        return hit <= k
+        with self._lock:
+            data = self._completion_data(state)
+        return data is not None and len(data) <= k
 
     def completes_within(self, state: int, k: int, search: BudgetSearch | None = None
                          ) -> bool:
