@@ -24,6 +24,9 @@ CASES = {
                            ("name",), r"[a-z]+ +[a-z]+"),
     "guarded call": ('root ::= name rest\nrest ::= word | "(" name ")"\n'
                      'word ::= [a-z]+\nname ::= [a-z]+\n', ("name",), r"[a-z]+\([a-z]+\)"),
+    # A keyword that a name also matches is matched as a name is: "abc" is one name.
+    "keyword": ('root ::= kw " "? name | name "()"\nkw ::= "ab"\nname ::= [a-c]+\n',
+                ("name", "kw"), r"ab [a-c]+|[a-c]+\(\)"),
 }
 
 
@@ -87,9 +90,28 @@ def test_longest_must_be_names() -> None:
         tether.Grammar('root ::= "a"\n', syntax="gbnf", longest="root")
 
 
-def test_python_names_are_not_split() -> None:
+def test_python_reads_names_keywords_and_strings_as_python() -> None:
     bytes_only = tether.Vocabulary([bytes([b]) for b in range(9, 127)])
     python = tether.compile(tether.grammars.python(), bytes_only)
     assert python.check("x = y if z else w\n").matches
     assert not python.check("x = yif z else w\n").matches  # was read as `y if z`
     assert python.check("x = (y)if z else w\n").matches  # Python accepts this too
+    # keywords: was read as `a in sert`, `b else where` (HumanEval outputs at a budget's end)
+    assert not python.check("a insert\n").matches
+    assert not python.check("x = (a if b elsewhere)\n").matches
+    assert python.check("x = (a if b else where)\n").matches
+    assert python.check('return"x"\n').matches and python.check("x = not(y)\n").matches
+    # strings: `"""` opens a long string (was `""` then a short string `"abc"`)
+    assert not python.check('"""abc"\n').matches
+    assert python.check('"""a"b"""\n').matches and python.check('x = "" + "a"\n').matches
+    assert python.check('x = "a""b"\n').matches and python.check("x = rb''\n").matches
+
+
+def test_lark_keywords_of_a_longest_terminal() -> None:
+    """In a layout grammar a literal that a terminal matched longest matches in full is a
+    keyword rule of its own, matched longest too; other literals stay inline."""
+    from tether.compiler import _grammar_of
+
+    grammar = _grammar_of(tether.grammars.python())
+    assert {'"in"', '"else"', '"lambda"', "NAME"} <= grammar.longest
+    assert '"in"' in grammar.rules and '"("' not in grammar.rules

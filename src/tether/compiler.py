@@ -125,8 +125,8 @@ def _grammar_of(constraint: JsonSchema | Grammar) -> GrammarIR:
 
         return compile_schema(constraint)
     grammar = _grammar_text_of(constraint)
-    return replace(grammar, longest=frozenset(constraint.longest)) if constraint.longest \
-        else grammar
+    longest = grammar.longest | frozenset(constraint.longest)
+    return replace(grammar, longest=longest) if longest != grammar.longest else grammar
 
 
 def _grammar_text_of(constraint: Grammar) -> GrammarIR:
@@ -141,7 +141,8 @@ def _grammar_text_of(constraint: Grammar) -> GrammarIR:
     from tether.grammar.layout import resolve_layout
 
     ignored = "_ignored"
-    grammar = parse_lark(constraint.text, start=constraint.start, ignore_rule=ignored)
+    grammar = parse_lark(constraint.text, start=constraint.start, ignore_rule=ignored,
+                         longest=frozenset(constraint.longest))
     return resolve_layout(grammar, ignored=ignored, unit=constraint.indent,
                           bracket_space=BRACKET_SPACE, max_depth=constraint.max_depth)
 

@@ -25,8 +25,10 @@ means viable, as for the DFA. Left recursion would push forever; direct left rec
 cycle is refused at compile time. Stack depth, stack nodes and configurations are
 bounded (:class:`~tether.errors.LimitExceeded`).
 
-A rule of ``grammar.longest`` is matched longest: it never ends right before a byte it could
-go on with. Its end pops to the parent *guarded* — the parent's item set with those bytes
+The rules of ``grammar.longest`` are matched longest, as a lexer matches its tokens: none
+ends right before a byte that it, or another of them reading the same text, could go on
+with (a keyword that a name also matches: ``in`` does not end before ``s``, ``insert`` is
+one name). Its end pops to the parent *guarded* — the parent's item set with those bytes
 removed from its moves, until a byte is read (see :meth:`PushdownAutomaton.guarded`).
 
 An :class:`~tether.grammar.ir.AnyOrder` group (members in any order, each at most once)
@@ -134,8 +136,7 @@ class PushdownAutomaton(LazyAutomaton):
         self._guarded_ids: dict[tuple[int, int], int] = {}
         for k in range(self._n_static):
             self._rule_start_item[k] = self._item(self._closure(self._rule_start[k]))
-        self._longest = {self._rule_index[name]: self._longest_guard(name)
-                         for name in sorted(grammar.longest)}
+        self._longest = self._longest_guards(sorted(grammar.longest))
         self.completion_exact = not self._longest  # guards are not counted in distances
         self._pop_guards: dict[int, int] = {}  # per item set: pop_guard
         # Stack nodes: (item set, parent node) hash-consed, with their depth.
@@ -992,23 +993,63 @@ class PushdownAutomaton(LazyAutomaton):
             self._guards.append(key)
         return gid
 
-    def _longest_guard(self, name: str) -> int:
-        """The guard of a rule matched longest: the byte classes it may read from an item
-        set where it may end (item sets of the rule enumerated; it must call no rule)."""
-        start = self._rule_start_item[self._rule_index[name]]
+    def _longest_guards(self, names: list[str]) -> dict[int, int]:
+        """Per rule matched longest, its guard: the byte classes that it, or another rule
+        matched longest reading the same text alongside it, may read where it may end
+        (the rules' item sets enumerated in step; they must call no rule)."""
+        rules = [self._rule_index[name] for name in names]
+        starts = tuple(self._rule_start_item[rule] for rule in rules)
+        for name, item in zip(names, starts, strict=True):
+            self._check_longest(name, item)
+        guards = {}
+        by_class: dict[int, dict[int, int]] = {}  # per item set: its moves by class
+        for k, name in enumerate(names):
+            ranges: list[tuple[int, int]] = []
+            seen = {starts}
+            todo = [starts]
+            while todo:
+                items = todo.pop()
+                if self._item_accepts[items[k]]:
+                    ranges += ((lo, hi) for item in items if item >= 0
+                               for lo, hi, _ in self._item_moves(item))
+                for nxt in self._steps_alongside(items, k, by_class):
+                    if nxt not in seen:
+                        if len(seen) >= MAX_LONGEST_ITEMS:
+                            raise LimitExceeded(
+                                f"the rule {name!r} to match longest has more than "
+                                f"{MAX_LONGEST_ITEMS} item sets (with the other rules "
+                                "matched longest alongside)",
+                                location=self.grammar.where.get(name), source=self.source)
+                        seen.add(nxt)
+                        todo.append(nxt)
+            guards[rules[k]] = self._guard(tuple(ranges))
+        return guards
+
+    def _steps_alongside(self, items: tuple[int, ...], k: int,
+                         by_class: dict[int, dict[int, int]]) -> Iterable[tuple[int, ...]]:
+        """Where the item sets of rules read in step (-1: a rule that cannot read the
+        text so far) go by each byte class rule ``k`` reads."""
+        moves = []
+        for item in items:
+            hit = by_class.get(item) if item >= 0 else {}
+            if hit is None:
+                hit = by_class[item] = {c: t for lo, hi, t in self._item_moves(item)
+                                        for c in range(lo, hi + 1)}
+            moves.append(hit)
+        for cls in moves[k]:
+            yield tuple(m.get(cls, -1) for m in moves)
+
+    def _check_longest(self, name: str, start: int) -> None:
+        """Refuse a rule to match longest that calls a rule."""
         seen = {start}
         todo = [start]
-        ranges: list[tuple[int, int]] = []
         while todo:
             item = todo.pop()
             if self._calls_of(item):
                 raise CompileError(f"the rule {name!r} to match longest calls other rules "
                                    "(only a terminal can be matched longest)",
                                    location=self.grammar.where.get(name), source=self.source)
-            moves = self._item_moves(item)
-            if self._item_accepts[item]:
-                ranges += ((lo, hi) for lo, hi, _ in moves)
-            for _, _, target in moves:
+            for _, _, target in self._item_moves(item):
                 if target not in seen:
                     if len(seen) >= MAX_LONGEST_ITEMS:
                         raise LimitExceeded(f"the rule {name!r} to match longest has more "
@@ -1017,7 +1058,6 @@ class PushdownAutomaton(LazyAutomaton):
                                             source=self.source)
                     seen.add(target)
                     todo.append(target)
-        return self._guard(tuple(ranges))
 
     def frame_of(self, node: int) -> tuple[int, int]:
         """The stack ``node`` as (top item set, parent node)."""

@@ -70,25 +70,36 @@ _QUANTIFIERS = "*+?~"
 
 
 def parse_lark(text: str, start: str | None = None, *,
-               ignore_rule: str | None = None) -> Grammar:
+               ignore_rule: str | None = None, longest: frozenset[str] = frozenset()
+               ) -> Grammar:
     """Parse Lark ``text`` into a checked grammar whose start rule is ``start`` (default
     ``start``); see the module docstring. With ``ignore_rule`` (for
     :mod:`tether.grammar.layout`, which replaces that rule inside brackets), the ignored
     run is a reference to a rule of that name and comes *after* each token (none after a
     token that may end a line, none before the first), and named terminals used by rules
-    become rules of their own (one automaton each, shared by every use)."""
+    become rules of their own (one automaton each, shared by every use).
+
+    ``longest`` names terminals matched longest (as a lexer would; see
+    :class:`~tether.constraints.Grammar`). With ``ignore_rule``, a literal written in a
+    rule that one of them matches in full is a *keyword* of it — a rule of its own named
+    by the quoted literal (``'"if"'``) and matched longest too, so that, as a lexer
+    reads ``insert`` as one name rather than ``in`` and ``sert``, the keyword never ends
+    where the terminal could go on (:mod:`tether.engine.pda`, "rules matched longest").
+    The grammar's ``longest`` holds both."""
     if not isinstance(text, str):
         raise CompileError(f"a grammar must be a str, not {type(text).__name__}")
     parser = _Parser(text)
     parser.parse()
-    return check_grammar(_Lowering(parser, ignore_rule).grammar(start or "start"))
+    return check_grammar(_Lowering(parser, ignore_rule, longest).grammar(start or "start"))
 
 
 @dataclass(frozen=True)
 class _Lexeme:
-    """A terminal written inline in a body (a literal or a regex): its syntax tree."""
+    """A terminal written inline in a body (a literal or a regex): its syntax tree, and
+    a plain literal's text."""
 
     node: Node
+    text: str | None = None
 
     @property
     def pos(self) -> int | str:
@@ -327,7 +338,10 @@ class _Parser:
             self.s.i += 1
             return body if c == "(" else Repeat(body, 0, 1, self.s.loc(at))
         if c == '"':
-            return _Lexeme(self.string_or_range())
+            node = self.string_or_range()
+            literal = self.s.text[at + 1:self.s.i - 1]
+            plain = self.s.text[self.s.i - 1] == '"' and "\\" not in literal
+            return _Lexeme(node, literal if plain and literal else None)
         if c == "/":
             return _Lexeme(self.regex())
         if _is_name_char(c):
@@ -443,9 +457,12 @@ class _Lowering:
     """Definitions → IR: terminals inlined (with the ignored run before each occurrence
     in a rule), rules kept as rules."""
 
-    def __init__(self, parser: _Parser, ignore_rule: str | None = None) -> None:
+    def __init__(self, parser: _Parser, ignore_rule: str | None = None,
+                 longest: frozenset[str] = frozenset()) -> None:
         self.s = parser.s
         self.defs = parser.defs
+        self.longest = longest
+        self.keywords: dict[str, tuple[Node, int | str]] = {}  # rule name: literal, where
         self.terminals: dict[str, Node] = {}
         self.resolving: list[str] = []
         self.ignore: Node | None = None
@@ -473,6 +490,9 @@ class _Lowering:
         for name, node in self.terminal_rules.items():
             rules[name] = node
             where[name] = self.s.loc(self.defs[name].at)
+        for name, (node, at) in self.keywords.items():
+            rules[name] = node
+            where[name] = at
         if self.ignore_rule is not None:
             rules[self.ignore_rule] = self.ignore_body
             where[self.ignore_rule] = self.ignore_body.pos
@@ -480,7 +500,8 @@ class _Lowering:
             rules["$" + start] = Concat((Ref(start, where[start]), self.ignore), where[start])
             where["$" + start] = where[start]
             start = "$" + start
-        return Grammar(rules, start, where, self.s.text)
+        return Grammar(rules, start, where, self.s.text,
+                       longest=self.longest | frozenset(self.keywords))
 
     def terminal(self, name: str, used_at: str) -> Node:
         """The syntax tree of the terminal ``name`` (its references resolved)."""
@@ -514,8 +535,26 @@ class _Lowering:
             return node
         return Concat((node, self.ignore), node.pos)
 
+    def keyword(self, lexeme: _Lexeme) -> str | None:
+        """The rule of ``lexeme`` if it is a keyword of a terminal matched longest (see
+        :func:`parse_lark`), made on first use."""
+        text = lexeme.text
+        if text is None or self.ignore_rule is None:
+            return None
+        name = f'"{text}"'
+        if name not in self.keywords:
+            if not any(self.defs.get(t) is not None and self.defs[t].kind == "terminal"
+                       and _matches(self.terminal(t, str(lexeme.pos)), text)
+                       for t in sorted(self.longest)):
+                return None
+            self.keywords[name] = (lexeme.node, lexeme.pos)
+        return name
+
     def lower(self, expr: Expr, *, in_terminal: bool) -> Expr:
         if isinstance(expr, _Lexeme):
+            keyword = None if in_terminal else self.keyword(expr)
+            if keyword is not None:
+                return self.token(Ref(keyword, expr.pos), in_terminal)
             return self.token(expr.node, in_terminal)
         if isinstance(expr, Ref):
             if _RULE_NAME.fullmatch(expr.name):
@@ -535,6 +574,35 @@ class _Lowering:
             return Repeat(self.lower(expr.item, in_terminal=in_terminal), expr.min,
                           expr.max, expr.pos)
         return expr
+
+
+def _matches(node: Node, text: str) -> bool:
+    """Whether ``node``'s language holds ``text`` (no for a node kind not read here)."""
+    return len(text) in _ends(node, text, {0})
+
+
+def _ends(node: Node, text: str, starts: set[int]) -> set[int]:
+    """Where a match of ``node`` in ``text`` starting at one of ``starts`` may end."""
+    if isinstance(node, CharSet):
+        return {i + 1 for i in starts if i < len(text)
+                and any(lo <= ord(text[i]) <= hi for lo, hi in node.ranges)}
+    if isinstance(node, Concat):
+        for item in node.items:
+            starts = _ends(item, text, starts)
+        return starts
+    if isinstance(node, Alternate):
+        return set().union(*(_ends(item, text, starts) for item in node.items))
+    if isinstance(node, Repeat):
+        here = starts
+        for _ in range(node.min):
+            here = _ends(node.item, text, here)
+        ends, count = set(here), node.min
+        while here and (node.max is None or count < node.max):
+            here = _ends(node.item, text, here) - (ends if node.max is None else set())
+            ends |= here
+            count += 1
+        return ends
+    return set()
 
 
 def _may_end_with(node: Node, char: int) -> bool:

@@ -64,7 +64,7 @@ class _Resolver:
                 raise self.unbalanced(name)
             self.rules[copy] = body
             self.where[copy] = self.g.where.get(name, "")
-        return Grammar(self.rules, start, self.where, self.g.source)
+        return Grammar(self.rules, start, self.where, self.g.source, longest=self.g.longest)
 
     def ref(self, name: str, ctx: tuple[int, bool], pos: int | str) -> str:
         depth, bracket = ctx

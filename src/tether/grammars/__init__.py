@@ -31,13 +31,15 @@ def python(*, indent: str = "    ", max_depth: int = 16, fenced: bool = False) -
     constraint, so generation stops there (stop reason ``constraint_complete``, or
     ``eog`` if the model ends right after the fence)."""
     text = files("tether.grammars").joinpath("python.lark").read_text(encoding="utf-8")
-    # Identifiers are matched longest, as Python's tokenizer does: `xif` is one name, not
-    # `x if`, and a name does not end inside a longer one.
+    # Names, their keywords and strings are matched longest, as Python's tokenizer reads
+    # them: `xif` is one name, not `x if`; `insert` is not `in sert`; `"""` opens a long
+    # string.
+    longest = ("NAME", "STRING", "EMPTY_STRING")
     if fenced:
         return Grammar(text + _FENCED, syntax="lark", start="fenced", indent=indent,
-                       max_depth=max_depth, longest=("NAME",), language="python")
+                       max_depth=max_depth, longest=longest, language="python")
     return Grammar(text, syntax="lark", indent=indent, max_depth=max_depth,
-                   longest=("NAME",), language="python")
+                   longest=longest, language="python")
 
 
 __all__ = ["python"]
