@@ -94,6 +94,9 @@ ACCEPTED = {
                   "a = b = c\nraise\n",
     "expressions": "x = not a and b or c if d else e\ny = a[1:2, ::3, ...]\n"
                    "z = -a ** -b // c @ d\nw = a is not b and c not in d\nv = x < y <= z\n",
+    "annotated targets": "a.b: int = 1\nc[0]: str\n(d): int\n",
+    "keywords beside brackets and strings": "x = not(y)if(z)else'w'\ndef f():\n    return\"v\"\n",
+    "strings side by side": "x = \"\" \"a\" 'b''c' \"\"\"d\"\"\"\n",
 }
 
 REJECTED = {
@@ -109,6 +112,10 @@ REJECTED = {
     "positional argument after a keyword": "f(a=1, b)\n",
     "iterable unpacking after a mapping": "f(**k, *b)\n",
     "bare generator beside another argument": "f(x for x in y, 1)\n",
+    "keyword touching a name": "a insert\n",  # `insert` is one name, not `in sert`
+    "keyword touching a name in a conditional": "x = (a if b elsewhere)\n",
+    "long string opened and never closed": 'x = """abc"\n',  # not `""` then `"abc"`
+    "annotation after an operator": "a in b: int\n",
 }
 
 
