@@ -113,6 +113,14 @@ EXPECTATIONS = [
     ("def f(a: int) -> str: pass\nf(3).uper()\n", True),  # its return type's members
     ("def f(a: int) -> str: pass\nx: int = f(3)\n", True),
     ("def f(n: int) -> int:\n    return f(n - 1) + f(n)\n", False),  # recursion
+    # a body that ends without a return (mypy: missing return, empty body)
+    ("def f(x: int) -> int:\n    y = x\nz = 1\n", True),
+    ("def f(x: int) -> int:\n    \"\"\"doc\"\"\"\n\ndef g(): pass\n", True),
+    ("def f(x: int) -> int:\n    if x:\n        raise ValueError\n    return x\nz = 1\n", False),
+    ("def f(x: int) -> list:\n    yield x\nz = 1\n", False),
+    ("def f(x: int) -> Optional[int]:\n    pass\nz = 1\n", False),
+    ("@d\ndef f(x: int) -> int:\n    pass\nz = 1\n", False),  # decorated: abstract, stubs
+    ("def f(x: int) -> int:\n    def g() -> None:\n        return\n    y = g\nz = 1\n", True),
 ]
 
 
@@ -262,6 +270,7 @@ def test_masks_are_their_definition_where_types_are_checked(smollm2_vocab, smoll
     ("def f(x: int) -> int:\n    return", [b"\n"], [b" x", b" len"]),
     ("def f(): pass\ndef f", [b"(", b"():"], [b"oo", b"_"]),
     ("count = 0\ncount = 'a'", [b"\n"], [b".", b" *"]),
+    ("def f(x: int) -> int:\n    y = x\n", [b"def", b"```", b"x", b"0"], [b"   ", b"    "]),
 ])
 def test_masks_refuse_where_an_expected_type_ends(smollm2_vocab, prefix, refused, kept):
     domain = TypesDomain(smollm2_vocab, prefix=prefix)

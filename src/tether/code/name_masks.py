@@ -167,6 +167,51 @@ def _shapes(vocab: Vocabulary) -> _Shapes:
                          for v in np.unique(variant).tolist()})
 
 
+@dataclass(frozen=True)
+class _LineStarts:
+    """Per token read at the start of a logical line: where its first significant byte
+    lands (what closes blocks: a byte that is no blank, line break or comment)."""
+
+    offset: np.ndarray  # its column: the current one plus this, or this alone (absolute)
+    absolute: np.ndarray  # a line break comes before it
+    none: np.ndarray  # the token has no significant byte there (blanks, a comment)
+    fence: np.ndarray  # it is a backtick: the program ends (a closing fence)
+    tabbed: np.ndarray  # ids of tokens with a tab or form feed before it (read one by one)
+
+
+def _line_starts(vocab: Vocabulary) -> _LineStarts:
+    n = vocab.size
+    offset = np.zeros(n, dtype=np.int64)
+    absolute = np.zeros(n, dtype=bool)
+    none = np.ones(n, dtype=bool)
+    fence = np.zeros(n, dtype=bool)
+    tabbed = []
+    for t in range(n):
+        if vocab.special[t]:
+            continue
+        col, comment, after_break = 0, False, False
+        for b in vocab.token_bytes(t):
+            if comment:
+                if b == 0x0A:
+                    comment, col, after_break = False, 0, True
+                continue
+            if b == 0x20:
+                col += 1
+            elif b in (0x09, 0x0C):
+                tabbed.append(t)
+                break
+            elif b == 0x0A:
+                col, after_break = 0, True
+            elif b == 0x23:
+                comment = True
+            elif b != 0x0D:
+                none[t] = False
+                fence[t] = b == 0x60
+                offset[t], absolute[t] = col, after_break
+                break
+    return _LineStarts(offset, absolute, none, fence, np.array(tabbed, dtype=np.int64))
+
+
 class NameTable:
     """What every matcher of one name domain on one vocabulary shares (thread-safe): the
     token shapes, the group outcomes by tracker signature, the accepted-prefix rows.
@@ -177,12 +222,20 @@ class NameTable:
         self.kinds = kinds
         self.shapes = _shapes(vocab)
         self.eos = np.array(sorted(vocab.eos_ids), dtype=np.int64)
+        self._line_starts: _LineStarts | None = None
         self._outcomes: OrderedDict[tuple, dict] = OrderedDict()
         self._rows: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self.masks = _Lru(_MAX_MASKS)  # whole masks by ScopeTracker.mask_key
         self.roles: list[Role] = [(FREE, "")]  # the roles outcomes name, by id
         self._role_ids: dict[Role, int] = {(FREE, ""): 0}
         self._lock = threading.Lock()
+
+    @property
+    def line_starts(self) -> _LineStarts:
+        """Where tokens' first significant bytes land at a line's start (made once)."""
+        if self._line_starts is None:
+            self._line_starts = _line_starts(self.vocab)
+        return self._line_starts
 
     def role_id(self, role: Role) -> int:
         """A small number for ``role`` (outcomes store roles by number)."""
@@ -793,7 +846,9 @@ class TypesDomain(NameDomain):
     a builtin's or a known method's result), only that type's members; where a type is
     expected (a return in ``-> T``, an assignment to a name of known type) an
     expression of known type that does not fit may not end; a ``def``/``class`` may not
-    define again what its block defined. Unknown types constrain nothing.
+    define again what its block defined; the body of a function declared to return a
+    known type may not end before a return, raise or yield. Unknown types constrain
+    nothing.
     ``context``/``prefix``: as for :class:`ImportsDomain` (names of known type in
     reach)."""
 
@@ -848,7 +903,31 @@ class TypesDomain(NameDomain):
                 isinstance(b.callee, Signature) for b in tracker.brackets) or (
                 run and isinstance(tracker.value_of(run, tracker.prev == "."), Signature)):
             relevant = relevant | shapes.call_end
+        if tracker.owes_return():  # a line's first byte may close the function's body
+            relevant = relevant | shapes.line_break | shapes.backtick
         return relevant
+
+    def _allowed(self, tracker: ScopeTracker) -> np.ndarray:
+        """At the start of a line in a function that owes a return, the tokens whose first
+        significant byte closes its body are taken out too."""
+        ok = super()._allowed(tracker)
+        if tracker.mode == CODE and tracker.line_start and tracker.owes_return():
+            ok &= ~self._closing_owed_body(tracker)
+        return ok
+
+    def _closing_owed_body(self, tracker: ScopeTracker) -> np.ndarray:
+        """By token: whether, read at the start of a line, it closes the body of a
+        function that owes a return (its first significant byte at or left of the
+        ``def``'s column, or a closing fence)."""
+        starts = self.table.line_starts
+        limit = max(s.indent for s in tracker.scopes if s.owes_return)
+        column = np.where(starts.absolute, starts.offset, starts.offset + tracker.col)
+        closing = ~starts.none & ((column <= limit) | starts.fence)
+        for t in starts.tabbed.tolist():
+            after = tracker.copy()
+            after.feed(self.vocab.token_bytes(t))
+            closing[t] = after.type_violations > tracker.type_violations
+        return closing
 
 
 def _tracker(context: str, prefix: str, available: Iterable[str] | None,

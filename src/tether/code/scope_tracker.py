@@ -166,6 +166,9 @@ class Scope:
     typed: bool = False  # whose code mypy checks: the module, an annotated function
     # def/class names defined (undecorated) in the block being read, with their column
     defined: tuple[tuple[str, int], ...] = ()
+    # a checked, undecorated function declared to return a known type whose body has
+    # read no return, raise or yield yet: ending it here is mypy's missing return
+    owes_return: bool = False
 
 
 @dataclass(frozen=True)
@@ -972,7 +975,8 @@ class ScopeTracker:
             self._pending_keyword(),
             self.stmt, self.clause, self.line_free,
             tuple((s.kind, s.indent if layout else 0, s.star,
-                   bool((s.obligations | s.inherited) - s.bound), s.returns, s.typed)
+                   bool((s.obligations | s.inherited) - s.bound), s.returns, s.typed,
+                   s.owes_return)
                   for s in self.scopes),
             bool(module.obligations - module.bound - BUILTIN_NAMES),
             None if self.header is None else (self.header.kind, self.header.decorated,
@@ -1102,6 +1106,8 @@ class ScopeTracker:
                 self.header = Header(word, self.indent, self.prev == "async", self.decorated)
             elif word == "return":
                 self.check = self._return_check()
+            if word in ("return", "raise"):
+                self._returned()
             self.decorated = False
         elif first:
             self.decorated = False
@@ -1135,8 +1141,16 @@ class ScopeTracker:
             self.clause = "names"
         if word == "lambda":
             self.lambdas += (Lambda(depth),)
+        elif word == "yield":
+            self._returned()
         self.prev = word
         self.chain = None
+
+    def _returned(self) -> None:
+        """A return, raise or yield in the innermost function's body: it owes none."""
+        i = len(self.scopes) - 1
+        if self.scopes[i].owes_return:
+            self._set_scope(i, replace(self.scopes[i], owes_return=False))
 
     def _statement_lexeme(self, lexeme: str) -> None:
         """A target list ends where a lexeme that no target may hold comes: its names
@@ -1478,7 +1492,9 @@ class ScopeTracker:
             scope = Scope("function" if function else "class", header.indent,
                           bound=header.params, is_async=header.is_async, types=header.types,
                           returns=header.returns if function else None,
-                          typed=function and header.typed)
+                          typed=function and header.typed,
+                          owes_return=(function and header.typed and not header.decorated
+                                       and header.returns is not None))
             self.scopes += (scope,)
         self.header = None
         self._statement_start()
@@ -1550,6 +1566,8 @@ class ScopeTracker:
     def _pop_scope(self) -> None:
         s = self.scopes[-1]
         self.scopes = self.scopes[:-1]
+        if s.owes_return:
+            self.type_violations += 1  # mypy: a missing return (or an empty body)
         if s.kind != "function" or s.star:
             return
         rest = (s.obligations | s.inherited) - s.bound
@@ -1648,10 +1666,14 @@ class ScopeTracker:
         twin.end_program()
         return twin.violations - self.violations
 
+    def owes_return(self) -> bool:
+        """Whether a function being read owes a return (see :class:`Scope`)."""
+        return any(s.owes_return for s in self.scopes)
+
     def at_end_type_violations(self) -> int:
         """How many type violations ending the program here would add (an expression
-        checked against its expected type ends)."""
-        if self.check is None and not self.run:
+        checked against its expected type ends, a function owing a return)."""
+        if self.check is None and not self.run and not self.owes_return():
             return 0
         twin = self.copy()
         twin.end_program()
