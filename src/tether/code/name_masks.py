@@ -65,6 +65,8 @@ from tether.engine.matcher import Forced, StateStackMatcher
 from tether.vocab import Vocabulary
 
 _RUN = re.compile(rb"[A-Za-z0-9_\x80-\xff]+")
+# A line break, then (past blanks and comments) a byte that may close blocks.
+_LINE_OPENED = re.compile(rb"[\r\n][ \t\f\r\n]*(#[^\r\n]*[\r\n][ \t\f\r\n]*)*[^ \t\f\r\n#]")
 _DIGITS = b"0123456789"
 _MAX_OUTCOMES = 4096  # cached signatures per vocabulary
 _MAX_ROWS = 256  # cached accepted-prefix rows per vocabulary
@@ -92,6 +94,7 @@ class _Shapes:
     complex: np.ndarray  # indices of tokens with identifiers inside S
     complex_leads: tuple[bytes, ...]  # their L's
     line_break: np.ndarray  # by S id: S holds a line break
+    line_opened: np.ndarray  # by S id: S holds a line break, later a significant byte
     tail_middle: np.ndarray  # by S id: some token has a T after it
     dot_middle: np.ndarray  # by S id: S holds a "."
     semicolon: np.ndarray  # by S id: S holds a ";"
@@ -157,6 +160,8 @@ def _shapes(vocab: Vocabulary) -> _Shapes:
         runs=runs, complex=np.array(complex_, dtype=np.int64),
         complex_leads=tuple(complex_leads), variant=variant,
         line_break=np.array([b"\n" in m or b"\r" in m for m in middles], dtype=bool),
+        line_opened=np.array([_LINE_OPENED.search(m) is not None for m in middles],
+                             dtype=bool),
         dot_middle=np.array([b"." in m for m in middles], dtype=bool),
         semicolon=np.array([b";" in m for m in middles], dtype=bool),
         backtick=np.array([b"`" in m for m in middles], dtype=bool),
@@ -904,7 +909,7 @@ class TypesDomain(NameDomain):
                 run and isinstance(tracker.value_of(run, tracker.prev == "."), Signature)):
             relevant = relevant | shapes.call_end
         if tracker.owes_return():  # a line's first byte may close the function's body
-            relevant = relevant | shapes.line_break | shapes.backtick
+            relevant = relevant | shapes.line_opened | shapes.backtick
         return relevant
 
     def _allowed(self, tracker: ScopeTracker) -> np.ndarray:
