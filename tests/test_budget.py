@@ -245,3 +245,19 @@ def test_mask_narrows_to_closing_tokens(smollm2_vocab) -> None:
     session.advance(smollm2_vocab.segment(b"abc")[0])
     allowed = tether.engine.bitmask.to_ids(session.mask(), smollm2_vocab.size).tolist()
     assert allowed and all(smollm2_vocab.token_bytes(t).endswith(b'"') for t in allowed)
+
+
+def test_a_step_whose_allowed_tokens_all_misfit_still_decides(monkeypatch) -> None:
+    """When every allowed token is refused by the budget's check (fused hard domains can
+    leave only such tokens: the check counts Syntax and the settlement of owed names),
+    the step goes on to the budget's mask and its relaxations — the rejections never
+    leave the decider an empty mask (HumanEval/54 under full_hard ended in
+    NoLegalContinuation)."""
+    from tether.session import decider
+
+    compiled = tether.compile(tether.Regex(r"(ab|c)*0{2,5}"), SMALL_VOCAB)
+    session = Session(SMALL_VOCAB, compiled.matcher(), decider(SMALL_VOCAB, seed=0),
+                      max_tokens=12)
+    monkeypatch.setattr(session, "_fits", lambda token: False)
+    session.decide(np.zeros(SMALL_VOCAB.size, dtype=np.float32))
+    assert len(session.tokens) == 1

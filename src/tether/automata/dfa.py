@@ -99,6 +99,11 @@ class LazyAutomaton(ABC):
         end = self.walk_lightly(state, data)
         return end != DEAD and bool(self.accepting[end])
 
+    def witness_holds(self, data: bytes) -> bool:
+        """Whether a shortest completion by the distances, ``data``, surely accepts
+        without being read (always where the distances are exact)."""
+        return self.completion_exact
+
     def search_completion(self, state: int, spelling: Spelling, limit: int) -> bytes | None:
         """A shortest string that takes ``state`` to acceptance, searched for when the
         distances' witness does not accept (``None``: none found; automata whose

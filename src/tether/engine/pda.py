@@ -138,6 +138,10 @@ class PushdownAutomaton(LazyAutomaton):
             self._rule_start_item[k] = self._item(self._closure(self._rule_start[k]))
         self._longest = self._longest_guards(sorted(grammar.longest))
         self.completion_exact = not self._longest  # guards are not counted in distances
+        # The bytes some guard holds: a witness without any reads as if unguarded.
+        self._guard_bytes = bytes(b for b in range(256) if any(
+            lo <= class_of_byte[b] <= hi for guard in self._longest.values()
+            if guard != NO_GUARD for lo, hi in self._guards[guard]))
         self._pop_guards: dict[int, int] = {}  # per item set: pop_guard
         # Stack nodes: (item set, parent node) hash-consed, with their depth.
         self._node_ids: dict[tuple[int, int], int] = {}
@@ -543,6 +547,12 @@ class PushdownAutomaton(LazyAutomaton):
         return hit
 
     # -- completions that accept (checked, or found, without interning states) ----------
+    def witness_holds(self, data: bytes) -> bool:
+        """A witness of the distances accepts when it holds no byte of a guard: a guard
+        takes only its own bytes out of a parent's moves, so the text reads as without
+        guards (closing brackets, line breaks and a fence, after a deep expression)."""
+        return self.completion_exact or len(data.translate(None, self._guard_bytes)) == len(data)
+
     def accepts_after(self, state: int, data: bytes) -> bool:
         """Whether reading ``data`` from ``state`` ends where the text may stop (a
         witness checked before it is trusted: its distances do not count the guards of

@@ -68,7 +68,6 @@ from tether.engine import bitmask
 from tether.engine.pda import BOTTOM, MAX_STACK_NODES, FrameParts, PushdownAutomaton
 from tether.engine.regular import (
     PRECOMPUTE_STATES,
-    SATURATION,
     STATE_OVERHEAD_BYTES,
     RegularCompiled,
 )
@@ -77,6 +76,9 @@ from tether.errors import LimitExceeded
 from tether.vocab import Vocabulary
 
 MAX_CACHED_FRAMES = 8192
+# Share of the stack-node bound past which compile() rebuilds: one generation may create
+# many (the budget's exact search near its end, over 160 nested brackets: ~800k).
+STACK_SATURATION = 0.5
 MAX_SUBFRAME_BYTES = 96 << 20  # masks and node sets held by the (frame, trie nodes) cache
 MAX_SUBFRAME_KEY = 1024  # trie nodes beyond which a subtree walk is keyed by a fingerprint
 MAX_SHARED_FRAMES = 4096  # leaf-rule frames shared by every grammar of a process
@@ -126,7 +128,7 @@ class PushdownCompiled(RegularCompiled):
 
     @property
     def saturated(self) -> bool:
-        return super().saturated or self.pda.n_stack_nodes > SATURATION * MAX_STACK_NODES
+        return super().saturated or self.pda.n_stack_nodes > STACK_SATURATION * MAX_STACK_NODES
 
     @property
     def held_bytes(self) -> int:

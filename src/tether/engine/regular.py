@@ -255,7 +255,8 @@ class RegularCompiled(Compiled):
         if state in self._checked:
             return self._checked[state]
         data = self._witness(state)
-        if data is not None and not dfa.accepts_after(state, data):
+        if data is not None and not dfa.witness_holds(data) and \
+                not dfa.accepts_after(state, data):
             data = dfa.search_completion(state, self._spelling, WITNESS_SEARCH_STATES)
         self._checked[state] = data
         return data

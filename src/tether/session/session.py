@@ -258,17 +258,20 @@ class Session:
 
         def within(logits: np.ndarray, mask: np.ndarray | None,
                    history: Sequence[int]) -> Choice:
+            allowed = mask
             for _ in range(MAX_REJECTIONS):
                 token, info, stop = decide(logits, mask, history)
                 if token is None or self._fits(token):
                     return token, info, stop
                 mask = mask.copy()  # type: ignore[union-attr]
                 mask[token >> 5] &= ~np.uint32(1 << (token & 31))
+                if not mask.any():
+                    break  # no allowed token fits: relaxed below
             fitting = self._budget_filter(mask)  # type: ignore[arg-type]
             if fitting.any():
                 return decide(logits, fitting, history)
             if not isinstance(self.matcher, FusedConstraint):
-                return decide(logits, mask, history)  # see below
+                return decide(logits, allowed, history)  # see below
             # Syntax's own budget, keeping room for the settlement of owed names if it can.
             relaxed = self.matcher.budget_mask(self.tokens_left - 1)
             if not relaxed.any():
@@ -276,7 +279,7 @@ class Session:
             if not relaxed.any():
                 # No token completes in the budget (the bound was wrong: a bug, never an
                 # input's fault): the allowed tokens, and the run may end cut by it.
-                relaxed = mask
+                relaxed = allowed
             token, info, stop = decide(logits, relaxed, history)
             if info is not None:
                 info = replace(info, dropped=info.dropped + self.matcher.relaxed_for_budget())
