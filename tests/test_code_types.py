@@ -121,6 +121,10 @@ EXPECTATIONS = [
     ("def f(x: int) -> Optional[int]:\n    pass\nz = 1\n", False),
     ("@d\ndef f(x: int) -> int:\n    pass\nz = 1\n", False),  # decorated: abstract, stubs
     ("def f(x: int) -> int:\n    def g() -> None:\n        return\n    y = g\nz = 1\n", True),
+    # a comma at the expression's depth makes a tuple: refused at once where none fits
+    ("def f(x: int) -> int:\n    return x, x", True),  # (the statement not ended yet)
+    ("def f(x: int) -> tuple:\n    return x, x", False),
+    ("def f(x: int) -> int:\n    return g(x, x)", False),
 ]
 
 
@@ -272,6 +276,7 @@ def test_masks_are_their_definition_where_types_are_checked(smollm2_vocab, smoll
     ("count = 0\ncount = 'a'", [b"\n"], [b".", b" *"]),
     ("def f(x: int) -> int:\n    y = x\n", [b"def", b"```", b"x", b"0"], [b"   ", b"    "]),
 ])
+
 def test_masks_refuse_where_an_expected_type_ends(smollm2_vocab, prefix, refused, kept):
     domain = TypesDomain(smollm2_vocab, prefix=prefix)
     allowed = bitmask.to_bool(domain.mask(), smollm2_vocab.size)
@@ -282,6 +287,14 @@ def test_masks_refuse_where_an_expected_type_ends(smollm2_vocab, prefix, refused
     assert not domain.is_accepting()  # the program may not end here either
     wrong = [t for t in range(smollm2_vocab.size) if allowed[t] != domain.token_allowed(t)]
     assert not wrong
+
+
+def test_masks_refuse_a_comma_that_makes_a_misfit_tuple(smollm2_vocab):
+    domain = TypesDomain(smollm2_vocab, prefix="def f(x: int) -> int:\n    return x")
+    allowed = bitmask.to_bool(domain.mask(), smollm2_vocab.size)
+    ids = {smollm2_vocab.tokens[t]: t for t in range(smollm2_vocab.size)
+           if not smollm2_vocab.special[t]}
+    assert not allowed[ids[b","]] and allowed[ids[b" +"]] and allowed[ids[b"\n"]]
 
 
 def test_whole_masks_cached_for_one_sequence_fit_another(smollm2_vocab):

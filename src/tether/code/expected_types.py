@@ -24,7 +24,8 @@ builtin or method, a name of known type), perhaps with a sign; arithmetic (``+ -
 constrains nothing. A primary can always be extended (``"abc"`` may still
 become ``"abc".count("a")``, an ``int``), so no prefix of an expression is refused: the
 refusal comes where the expression ends — the line break or ``;`` of its statement —
-which is exactly where no completion of the expected type remains.
+which is exactly where no completion of the expected type remains; but a comma at the
+expression's depth makes a tuple for good, refused at the comma where none fits.
 """
 
 from __future__ import annotations
@@ -192,6 +193,14 @@ def fits(expected: str | Signature, actual: str) -> bool:
     ``"None"``) may stand where ``expected`` is declared (the same, or a function's
     name: no value of a builtin type is one)."""
     return actual == expected or expected in _WIDER.get(actual, ())
+
+
+def tuple_refused(check: ExprCheck) -> bool:
+    """Whether ``check`` just read a comma at its depth where a tuple does not fit: the
+    expression is a tuple whatever follows (``return a, b`` in ``-> int``), refused
+    there rather than where it ends."""
+    return (check.kind in ("return", "assign") and check.started and "comma" in check.ops
+            and violates(check, None))
 
 
 def violates(check: ExprCheck, value: str | None) -> bool:

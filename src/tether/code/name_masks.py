@@ -903,7 +903,9 @@ class TypesDomain(NameDomain):
         if tracker.check is not None or tracker.pending is not None or \
                 tracker.annotation is not None or run in KEYWORDS or \
                 (run and tracker.run_role[0] == PENDING):
-            relevant = relevant | shapes.line_break | shapes.semicolon | shapes.backtick
+            # (and a comma may make a tuple that misfits)
+            relevant = (relevant | shapes.line_break | shapes.semicolon | shapes.backtick
+                        | shapes.call_end)
         if isinstance(tracker.value_type, Signature) or any(
                 isinstance(b.callee, Signature) for b in tracker.brackets) or (
                 run and isinstance(tracker.value_of(run, tracker.prev == "."), Signature)):

@@ -50,6 +50,7 @@ from tether.code.expected_types import (
     Signature,
     expression_type,
     step,
+    tuple_refused,
     violates,
 )
 from tether.code.modules import available_modules, module_info
@@ -1342,6 +1343,9 @@ class ScopeTracker:
         depth = len(self.brackets)
         if self.check is not None:
             self.check = step(self.check, lexeme, depth, self.value_type)
+            if lexeme == "," and self.check is not None and tuple_refused(self.check):
+                self.type_violations += 1
+                self.check = None  # (its end adds nothing more)
         if depth and argument:
             top = self.brackets[-1]
             if top.arg is not None:
