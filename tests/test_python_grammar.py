@@ -116,6 +116,8 @@ REJECTED = {
     "keyword touching a name in a conditional": "x = (a if b elsewhere)\n",
     "long string opened and never closed": 'x = """abc"\n',  # not `""` then `"abc"`
     "annotation after an operator": "a in b: int\n",
+    "keyword as a name": "x = a if b else if\n",  # HumanEval/61 at a budget's end
+    "keyword as a statement": "def f(): if\n",
 }
 
 

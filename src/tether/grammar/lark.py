@@ -43,6 +43,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from tether.automata.boolean import difference
 from tether.automata.regex_ast import (
     EMPTY,
     Alternate,
@@ -84,8 +85,10 @@ def parse_lark(text: str, start: str | None = None, *,
     rule that one of them matches in full is a *keyword* of it — a rule of its own named
     by the quoted literal (``'"if"'``) and matched longest too, so that, as a lexer
     reads ``insert`` as one name rather than ``in`` and ``sert``, the keyword never ends
-    where the terminal could go on (:mod:`tether.engine.pda`, "rules matched longest").
-    The grammar's ``longest`` holds both."""
+    where the terminal could go on (:mod:`tether.engine.pda`, "rules matched longest");
+    and the terminal no longer matches its keywords (reserved: a name is never ``if``,
+    as Lark's lexer, where a literal outranks a regex, has it). The grammar's
+    ``longest`` holds both."""
     if not isinstance(text, str):
         raise CompileError(f"a grammar must be a str, not {type(text).__name__}")
     parser = _Parser(text)
@@ -462,7 +465,8 @@ class _Lowering:
         self.s = parser.s
         self.defs = parser.defs
         self.longest = longest
-        self.keywords: dict[str, tuple[Node, int | str]] = {}  # rule name: literal, where
+        # keyword rule name: its literal, where, and the terminal it is a keyword of
+        self.keywords: dict[str, tuple[Node, int | str, str]] = {}
         self.terminals: dict[str, Node] = {}
         self.resolving: list[str] = []
         self.ignore: Node | None = None
@@ -490,9 +494,15 @@ class _Lowering:
         for name, node in self.terminal_rules.items():
             rules[name] = node
             where[name] = self.s.loc(self.defs[name].at)
-        for name, (node, at) in self.keywords.items():
+        for name, (node, at, _) in self.keywords.items():
             rules[name] = node
             where[name] = at
+        # Keywords are reserved, as a lexer that tells them from names has it: the
+        # terminal no longer matches them (a name is never `if`).
+        for terminal in {t for _, _, t in self.keywords.values()} & rules.keys():
+            words = sorted(n for n, (_, _, t) in self.keywords.items() if t == terminal)
+            rules[terminal] = difference(rules[terminal], alternate(
+                [rules[w] for w in words], where[terminal]), location=where[terminal])
         if self.ignore_rule is not None:
             rules[self.ignore_rule] = self.ignore_body
             where[self.ignore_rule] = self.ignore_body.pos
@@ -543,11 +553,12 @@ class _Lowering:
             return None
         name = f'"{text}"'
         if name not in self.keywords:
-            if not any(self.defs.get(t) is not None and self.defs[t].kind == "terminal"
-                       and _matches(self.terminal(t, str(lexeme.pos)), text)
-                       for t in sorted(self.longest)):
+            of = next((t for t in sorted(self.longest)
+                       if self.defs.get(t) is not None and self.defs[t].kind == "terminal"
+                       and _matches(self.terminal(t, str(lexeme.pos)), text)), None)
+            if of is None:
                 return None
-            self.keywords[name] = (lexeme.node, lexeme.pos)
+            self.keywords[name] = (lexeme.node, lexeme.pos, of)
         return name
 
     def lower(self, expr: Expr, *, in_terminal: bool) -> Expr:
