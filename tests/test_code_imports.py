@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.code import ImportsDomain, ScopeTracker, module_info, prompt_code
+from tether.code import ImportsDomain, ScopeTracker, TypesDomain, module_info, prompt_code
 from tether.engine import bitmask
 from tether.vocab import Vocabulary
 
@@ -62,6 +62,15 @@ PROGRAMS = [
     ("x += 1\n", True),
     ("def f():\n    m = m + [1]\n", True),  # m is f's own: not bound before this line
     ("def f():\n    m = []\n    m = m + [1]\n    return m\n", False),
+    # a comprehension's own target may bind the name its statement assigns; nothing else
+    ("def f(s):\n    y = max(y for y in s)\n    return y\n", False),
+    ("def f(s):\n    y = max(y for z in s)\n    return y\n", True),
+    ("y = [[y for y in range(2)] for q in range(2)]\n", False),
+    ("def f(s):\n    y = [[q for z in s] for q in y]\n", True),  # the first iterable
+    ("def f(s):\n    y = [z for z in s if z > y]\n", True),  # a clause reads y now
+    ("def f(s):\n    y = [z for z in s if z > q for q in s]\n", True),  # q: not yet
+    ("def f(s):\n    y = [[q for z in s if q] for q in s]\n", False),  # outer q
+    ("xs = [a for b in [1] for a in [b]]\n", False),
     ("x = 1\ndef f():\n    print(x)\n    x = 2\n", True),  # x is f's: an UnboundLocalError
     ("def f(xs):\n    t = [a for a in xs]\n    for a in xs: pass\n", False),
     ("def f():\n    global G\n    G = G + 1\n", False),
@@ -217,7 +226,9 @@ def test_masks_are_their_definition_on_a_small_vocabulary():
     programs = ["import math\nx = [y for y in range(3)]\nprint(math.sqrt(x[0]), zz)\n",
                 "```python\ndef f(a):\n    return g(a)\n\ndef g(b):\n    return b\n```\n",
                 "from os import path as p\nclass A:\n    q = p.join('a')\n",
-                "def f(a):\n    m = m = [m]\n    t = t + 1\n    print(u)\n    u = 2\n"]
+                "def f(a):\n    m = m = [m]\n    t = t + 1\n    print(u)\n    u = 2\n",
+                "def f(s):\n    a = [a[i] for i in (s)]\n",  # (then alike but for what waits)
+                "def f(s):\n    a = [a[i] for a in (s)]\n    c = [q[i] for i in s]\n    q = 1\n"]
     for program in programs:
         domain = ImportsDomain(vocab)
         for token in _tokens(vocab, program):
@@ -421,9 +432,11 @@ def test_semantics_prefers_the_prompts_identifiers(smollm2_vocab):
     assert semantics_scorer(smollm2_vocab, "Say hello.") is None
 
 
-def _fused_run(vocab: Vocabulary, text: str, room: int):
-    """A fused Python session (Syntax, Imports) that has read ``text`` and has ``room``
-    tokens left, run to its end on random logits."""
+def _fused_run(vocab: Vocabulary, text: str, room: int, types: bool = False,
+               favour: bytes = b""):
+    """A fused Python session (Syntax, Imports; ``types``: and Types) that has read
+    ``text`` and has ``room`` tokens left, run to its end on random logits (raised for
+    the tokens holding ``favour``: a model keen to close a bracket)."""
     import tether
     from tether.fusion import FusionConfig
     from tether.session import Session, decider, fused_domains
@@ -438,16 +451,18 @@ def _fused_run(vocab: Vocabulary, text: str, room: int):
             return _tokens(vocab, data.decode())
 
     fused = fused_domains(vocab, Pieces(), compiled.matcher(),
-                          FusionConfig(intensity="full_hard"), imports=ImportsDomain(vocab))
+                          FusionConfig(intensity="full_hard"), imports=ImportsDomain(vocab),
+                          types=TypesDomain(vocab) if types else None)
     session = Session(vocab, fused, decider(vocab, seed=0), max_tokens=len(prefix) + room,
                       tokenize=lambda data: _tokens(vocab, data.decode()))
     for token in prefix:
         session.advance(token)
     rng = np.random.default_rng(0)
+    keen = np.array([bool(favour) and favour in t for t in vocab.tokens]) * 20.0
     while (stop := session.stop_reason()) is None:
         if session.jump_forward():
             continue
-        stop = session.decide(rng.normal(size=vocab.size).astype(np.float32))
+        stop = session.decide((rng.normal(size=vocab.size) + keen).astype(np.float32))
         if stop is not None:
             break
     return session, stop
@@ -467,6 +482,65 @@ def test_owed_names_are_settled_at_the_budgets_end(smollm2_vocab):
     tracker = ScopeTracker()
     tracker.feed(code.encode())
     assert tracker.violations == 0 and tracker.at_end_violations() == 0
+
+
+def _program_read(text: str) -> ScopeTracker:
+    code = text.split("```python\n", 1)[1].rsplit("```", 1)[0]
+    tracker = ScopeTracker()
+    tracker.feed(code.encode())
+    tracker.end_program()
+    return tracker
+
+
+def test_a_comprehensions_own_names_are_settled_at_the_budgets_end(smollm2_vocab):
+    """A name its statement assigns, used in a comprehension's element, is bound by a
+    clause of its own before the budget's end closes the bracket (``for y in ()``)."""
+    session, stop = _fused_run(smollm2_vocab, "```python\ndef f(s):\n    y = [y + 1", 24,
+                               favour=b"]")
+    assert stop == "constraint_complete"
+    text = session.text()
+    assert " for y in ()" in text, text
+    assert not any(s.dropped for s in session.steps)
+    assert _program_read(text).violations == 0
+
+
+def test_a_missing_return_is_settled_at_the_budgets_end(smollm2_vocab):
+    """A function declared to return a type whose body the budget ends early gets
+    ``raise NotImplementedError`` (no missing return for mypy)."""
+    session, stop = _fused_run(smollm2_vocab, '```python\ndef f(n: int) -> int:\n    """Doc',
+                               16, types=True)
+    assert stop == "constraint_complete"
+    text = session.text()
+    assert "\n    raise NotImplementedError\n" in text, text
+    assert not any(s.dropped for s in session.steps)
+    tracker = _program_read(text)
+    assert tracker.violations == 0 and tracker.type_violations == 0
+
+
+def test_a_keyword_glued_into_a_name_does_not_fit_the_budgets_end(smollm2_vocab):
+    """With room for little more than a name, ``def`` fits Syntax (``defA`` is a name)
+    but only as a name nothing binds: it is judged not to fit."""
+    import tether
+    from tether.fusion import FusionConfig
+    from tether.session import fused_domains
+    from tether.session.policy import compile_for_generation
+
+    vocab = smollm2_vocab
+    compiled = compile_for_generation(tether.grammars.python(fenced=True), vocab)
+
+    class Pieces:
+        def tokenize(self, data: bytes, *, special: bool = False,
+                     add_bos: bool = False) -> list[int]:
+            return _tokens(vocab, data.decode())
+
+    fused = fused_domains(vocab, Pieces(), compiled.matcher(),
+                          FusionConfig(intensity="full_hard"), imports=ImportsDomain(vocab))
+    for token in _tokens(vocab, "```python\nx = 1\n"):
+        fused.consume(token)
+    def_token = _token_ids(vocab)[b"def"]
+    assert fused.syntax.completes_after(def_token, 3)
+    assert not fused.completes_after(def_token, 3)
+    assert fused.completes_after(def_token, 24)  # room: "def f():\n    pass" is assumed
 
 
 def test_budget_end_relaxes_imports_when_the_settlement_cannot_fit(smollm2_vocab):

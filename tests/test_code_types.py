@@ -225,7 +225,10 @@ def test_masks_are_their_definition(smollm2_vocab):
     for program in ("def f(s: str, xs: list[int]):\n    xs.append(s.upper().lower())\n",
                     "y = 'a'.split()[0].strip()\n",
                     "def f(x: int) -> int:\n    y = 0\n    y = x\n    return len('ab')\n",
-                    "def g(): pass\ndef h(): pass\nclass g: pass\n"):
+                    "def g(): pass\ndef h(): pass\nclass g: pass\n",
+                    # two returns alike but for what was read (a comparison, a sum)
+                    "def f(x: str) -> bool:\n    return 1 < len(x)\n"
+                    "def g(x: str) -> bool:\n    return 1 + len(x)\n"):
         domain = TypesDomain(vocab)
         for token in _tokens(vocab, program):
             allowed = bitmask.to_bool(domain.mask(), vocab.size)

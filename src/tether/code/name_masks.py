@@ -807,6 +807,16 @@ class ImportsDomain(NameDomain):
     def end_ok(tracker: ScopeTracker) -> bool:
         return tracker.at_end_violations() == 0
 
+    def comprehension_settlement(self, here: bool = True) -> bytes:
+        """`` for name in ()`` for each name waiting on the innermost bracket that its
+        closing would leave unresolved (``x = [x + y for y in ys`` owes ``x``, which
+        only a target of its own may bind): written where a ``for`` clause may come
+        next, before the budget's end closes the bracket (docs/code-domains.md,
+        "Budgets"). ``here=False``: those of every open bracket (what the budget
+        reserves)."""
+        return "".join(f" for {name} in ()"
+                       for name in self.state.comprehension_owed(here)).encode()
+
     def settlement(self) -> bytes:
         """Source that binds every name the program still owes, written at the start of
         a line at module level: ``import m`` for a module this interpreter has; for a
@@ -815,7 +825,11 @@ class ImportsDomain(NameDomain):
         type (``name: typing.Any = NotImplemented``, so a type checker finds no error
         the settlement made). What a budget's end writes rather than leave a name
         undefined (docs/code-domains.md, "Budgets")."""
-        tracker = self.state
+        return self.settlement_of(self.state)
+
+    @staticmethod
+    def settlement_of(tracker: ScopeTracker) -> bytes:
+        """:meth:`settlement` where the tracker is ``tracker``."""
         lines = []
         for name in tracker.owed_names():
             if name in tracker.modules:
@@ -866,6 +880,13 @@ class TypesDomain(NameDomain):
     @staticmethod
     def count(tracker: ScopeTracker) -> int:
         return tracker.type_violations
+
+    def settlement(self, here: bool = True) -> bytes:
+        """``raise NotImplementedError`` in the body of a function that owes a return
+        (:meth:`ScopeTracker.return_settlement`; ``here``: only if it may be written
+        here): what a budget's end writes rather than leave mypy's missing return
+        (docs/code-domains.md, "Budgets")."""
+        return self.state.return_settlement(here).encode()
 
     @staticmethod
     def end_ok(tracker: ScopeTracker) -> bool:

@@ -170,6 +170,7 @@ class Scope:
     # a checked, undecorated function declared to return a known type whose body has
     # read no return, raise or yield yet: ending it here is mypy's missing return
     owes_return: bool = False
+    body_col: int = -1  # column of the first line of its body (-1: none read yet)
 
 
 @dataclass(frozen=True)
@@ -232,8 +233,15 @@ class Bracket:
 
     @property
     def comp_capable(self) -> bool:
-        """Whether an unresolved name may still be bound by a ``for`` in it."""
+        """Whether a ``for`` may (still) come in it: a comprehension, or no comma yet."""
         return self.comp or not self.comma
+
+    @property
+    def binds_later(self) -> bool:
+        """Whether a name used in it now may be bound by a ``for`` still to come in it:
+        it is in the element of what may yet be a comprehension (a name in a clause
+        — an iterable, a condition — is read before the clauses after it bind)."""
+        return not self.comp and not self.comma
 
 
 @dataclass(frozen=True)
@@ -309,6 +317,7 @@ class ScopeTracker:
         self.fence_start = True  # nothing read yet: an opening fence line may come
         self._visible: tuple[frozenset[str] | None] | None = None  # visible_names, cached
         self._owed: list[str] | None = None  # owed_names, cached (asked several times a step)
+        self._comp_owed: list[str] | None = None  # comprehension_owed, likewise
 
     def adopt_module_names(self, source: str) -> None:
         """Put the module-level names ``source`` binds (its imports, functions, classes,
@@ -319,7 +328,7 @@ class ScopeTracker:
         other.feed(source.encode())
         theirs = other.scopes[0]
         mine = self.scopes[0]
-        self._visible = self._owed = None
+        self._visible = self._owed = self._comp_owed = None
         self.scopes = (replace(mine, bound=mine.bound | theirs.bound,
                                modules=mine.modules + theirs.modules,
                                star=mine.star or theirs.star,
@@ -337,7 +346,7 @@ class ScopeTracker:
     # -- reading ------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
         """Read ``data`` (any split of the text into pieces gives the same state)."""
-        self._visible = self._owed = None
+        self._visible = self._owed = self._comp_owed = None
         for b in data:
             self._byte(b)
 
@@ -574,6 +583,9 @@ class ScopeTracker:
         col = self.col
         self._close_scopes(col)
         self.indent = col
+        s = self.scopes[-1]
+        if s.body_col < 0 and s.kind != "module" and col > s.indent:
+            self._set_scope(len(self.scopes) - 1, replace(s, body_col=col))
 
     def _flush_op(self) -> None:
         op = self.op
@@ -663,7 +675,7 @@ class ScopeTracker:
                 return (PENDING, "cond")
         if self._deferred():
             return (LATER, "")
-        if top is not None and top.comp_capable:
+        if any(br.binds_later for br in self.brackets):
             return (COMP, "")
         return (REF, "")
 
@@ -846,11 +858,14 @@ class ScopeTracker:
     def _refer(self, name: str) -> None:
         """A reference: resolves, or an obligation (deferred code), or waits on an
         enclosing comprehension-capable bracket; else a violation. A name the current
-        statement binds for the first time (``x = x + 1``) is not bound yet: a
+        statement binds for the first time (``x = x + 1``) is not bound yet: only a
+        comprehension's own target may bind it (``x = [x for x in xs]``), else a
         violation."""
-        if name in self.assigned and not any(name in local
-                                             for local in self._local_bindings()):
-            self.violations += 1
+        if self._unbound_yet(name):
+            if any(br.binds_later for br in self.brackets):
+                self._wait((name,), len(self.brackets))
+            else:
+                self.violations += 1
             return
         self._note_reference(name)
         if not self.resolves(name):
@@ -865,7 +880,7 @@ class ScopeTracker:
             return
         for j in range(len(self.brackets) - 1, -1, -1):
             br = self.brackets[j]
-            if br.comp_capable:
+            if br.binds_later:
                 self._set_bracket(j, replace(br, used=br.used | {name}))
                 return
         i = len(self.scopes) - 1
@@ -878,19 +893,29 @@ class ScopeTracker:
         be a comprehension (whose ``for`` may bind them), else are unresolved."""
         for i in range(below - 1, -1, -1):
             br = self.brackets[i]
-            if br.comp_capable:
+            if br.binds_later:
                 self._set_bracket(i, replace(br, waiting=br.waiting | set(names)))
                 return
         self._unresolved(names)
 
     def _unresolved(self, names) -> None:
         """Names that can no longer be bound where they are used: obligations of the
-        function (deferred code), else a violation."""
+        function (deferred code) — but for a name the current statement binds for the
+        first time, which no later binding can meet —, else a violation."""
         if self._deferred():
             for name in names:
-                self._refer_later(name)
+                if self._unbound_yet(name):
+                    self.violations += 1
+                else:
+                    self._refer_later(name)
         else:
             self.violations += 1
+
+    def _unbound_yet(self, name: str) -> bool:
+        """Whether ``name`` is first bound by the statement being read (and by no
+        comprehension or lambda in reach): a use of it here runs before that binding."""
+        return name in self.assigned and not any(name in local
+                                                 for local in self._local_bindings())
 
     def _refer_later(self, name: str) -> None:
         """An unresolved name in deferred code: an obligation of the innermost function
@@ -970,7 +995,7 @@ class ScopeTracker:
                                           _unnamed(self._assignment_check(pending[0]))),
             tuple(resolves(t) for t in self.targets), self.seg_target, self.first_lexeme,
             tuple((b.char, b.kind, b.comma, b.comp, b.in_target, b.target,
-                   bool(b.waiting - b.bound), b.targets_from, b.callee, b.subscript, b.colon,
+                   self._waits(b), b.targets_from, b.callee, b.subscript, b.colon,
                    bool(b.used - b.bound), b.args, b.keywords, b.unpacked, b.keyword, b.arg)
                   for b in self.brackets),
             self._pending_keyword(),
@@ -989,6 +1014,15 @@ class ScopeTracker:
             tuple((lam.depth, lam.body) for lam in self.lambdas),
             self.path, self.alias_of, self.from_module, self.from_name, self.relative,
             self.fence_start, self.modules, self.fields)
+
+    def _waits(self, bracket: Bracket) -> int:
+        """What the names waiting on ``bracket`` decide: 0 none, 1 some (met by its
+        ``for`` targets, else obligations in deferred code), 2 a name the statement
+        binds first among them (unresolved at the close whatever the code)."""
+        rest = bracket.waiting - bracket.bound
+        if not rest:
+            return 0
+        return 2 if any(self._unbound_yet(n) for n in rest) else 1
 
     def _pending_keyword(self) -> str | None:
         """The undecided name in a call of a function the code defines (``f(x`` then
@@ -1604,8 +1638,8 @@ class ScopeTracker:
         self.mode = DONE
 
     def owed_names(self) -> list[str]:
-        """The names the program would still owe if it ended here (used in function
-        bodies, bound nowhere yet), sorted."""
+        """The names the program would still owe if it ended here, its brackets closed
+        (used in function bodies, bound nowhere yet), sorted."""
         if self._owed is None:
             self._owed = self._collect_owed()
         return self._owed
@@ -1616,12 +1650,71 @@ class ScopeTracker:
         twin = self.copy()
         if twin.mode == CODE and twin.run and not twin.run_num:
             twin._end_run()  # the name being written, should it end here
+        if twin.pending is not None:
+            twin._decide("nl")
+        while twin.brackets:  # what waits on them falls to the functions
+            twin._close_bracket()
         while len(twin.scopes) > 1:
             twin._pop_scope()
         module = twin.scopes[0]
         if module.star:
             return []
         return sorted(module.obligations - module.bound - BUILTIN_NAMES)
+
+    def comprehension_owed(self, here: bool = True) -> list[str]:
+        """The names waiting on the innermost bracket — if a ``for`` may still follow
+        in it — that its closing would leave unresolved (a name its statement binds
+        first; in code that runs now, any with no outer bracket to wait on), counting
+        the name being written as a reference, sorted: what ``for name in ()`` written
+        here binds. ``here=False``: those of every open bracket, each closed in turn,
+        innermost first (what the settlements to come will bind)."""
+        if not here:
+            return self._collect_comprehension_owed(every=True)
+        if self._comp_owed is None:
+            self._comp_owed = self._collect_comprehension_owed(every=False)
+        return self._comp_owed
+
+    def _collect_comprehension_owed(self, every: bool) -> list[str]:
+        if not self.brackets or (self.mode != CODE and not every):
+            return []
+        twin = self.copy()
+        if twin.mode == CODE and twin.run and not twin.run_num:
+            twin.feed(b" ")  # the name being written ends (a reference, should "for" come)
+        if twin.pending is not None:
+            twin._decide("for")
+        if len(twin.brackets) != len(self.brackets):
+            return []
+        owed: list[str] = []
+        while twin.brackets:
+            top = twin.brackets[-1]
+            if top.comp_capable:
+                outer = any(br.binds_later for br in twin.brackets[:-1])
+                deferred = twin._deferred()
+                names = sorted(n for n in top.waiting - top.bound
+                               if twin._unbound_yet(n) or not (deferred or outer))
+                owed += names
+                twin._set_bracket(len(twin.brackets) - 1,
+                                  replace(top, bound=top.bound | set(names)))
+            if not every:
+                break
+            twin._close_bracket()
+        return owed
+
+    def settled(self, types: bool = False) -> ScopeTracker:
+        """A copy as the budget's settlements will leave it: the names
+        :meth:`comprehension_owed` reports, of every open bracket, bound where they
+        wait; with ``types``, no function owing a return (:meth:`return_settlement`)."""
+        owed = set(self.comprehension_owed(here=False))
+        twin = self.copy()
+        for i, br in enumerate(twin.brackets):
+            names = (br.waiting - br.bound) & owed
+            if names and br.comp_capable:
+                twin._set_bracket(i, replace(br, bound=br.bound | names))
+        if types:
+            for i, scope in enumerate(twin.scopes):
+                if scope.owes_return:
+                    twin._set_scope(i, replace(scope, owes_return=False))
+        return twin
 
     def quiet(self) -> bool:
         """Whether any text without identifier bytes read from here surely adds no
@@ -1654,6 +1747,8 @@ class ScopeTracker:
             return False
         if any(t in self.assigned or self._used_before_binding(t) for t in self.targets):
             return False
+        if any(self._waits(b) == 2 for b in self.brackets):
+            return False  # closing its bracket leaves it unresolved, deferred or not
         if not deferred:
             resolves = self.resolves
             if self.pending is not None and not resolves(self.pending[0]):
@@ -1673,6 +1768,22 @@ class ScopeTracker:
     def owes_return(self) -> bool:
         """Whether a function being read owes a return (see :class:`Scope`)."""
         return any(s.owes_return for s in self.scopes)
+
+    def return_settlement(self, here: bool = True) -> str:
+        """``raise NotImplementedError`` at the body's column (before a body line: four
+        past the ``def``'s) of the innermost function that owes a return (``""``: none
+        owed) — what settles mypy's missing return when a budget ends the body early —,
+        written here: at the start of a line not indented past that column (else
+        ``""``); ``here=False``: a whole line."""
+        owing = [s for s in self.scopes if s.owes_return]
+        if not owing:
+            return ""
+        col = owing[-1].body_col if owing[-1].body_col >= 0 else owing[-1].indent + 4
+        if not here:
+            return " " * col + "raise NotImplementedError\n"
+        if self.mode != CODE or not self.line_start or self.backslash or self.col > col:
+            return ""
+        return " " * (col - self.col) + "raise NotImplementedError\n"
 
     def at_end_type_violations(self) -> int:
         """How many type violations ending the program here would add (an expression
@@ -1716,4 +1827,4 @@ def _argument_check(expected: str | None, depth: int) -> ExprCheck | None:
 def _unnamed(check: ExprCheck | None) -> ExprCheck | None:
     """``check`` as a signature holds it (the name only says where an inferred type is
     recorded, which no piece of text without identifiers reads)."""
-    return None if check is None or check.name is None else replace(check, name=None)
+    return check if check is None or check.name is None else replace(check, name=None)

@@ -142,6 +142,11 @@ class Matcher(ABC):
         """A number of tokens that surely completes the text from here (0 if unknown)."""
         return 0
 
+    def completion_witness(self) -> bytes | None:
+        """The bytes of a completion :meth:`completion_tokens` counts (``None``: not
+        known)."""
+        return None
+
     def completes_after(self, token_id: int, k: int) -> bool:
         """Whether, after ``token_id``, at most ``k`` more tokens can complete the text
         (the token must be allowed; end of generation always completes)."""

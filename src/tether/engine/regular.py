@@ -222,6 +222,12 @@ class RegularCompiled(Compiled):
                         self._completion_rests[nxt] = rest[1:]
         return hit
 
+    def completion_witness(self, state: int) -> bytes | None:
+        """The bytes of a completion of ``state`` that accepts — the one
+        :meth:`completion_tokens` spells — (``None``: none)."""
+        with self._lock:
+            return self._completion_data(state) if state != DEAD else None
+
     @cached_property
     def _spelling(self) -> Spelling:
         """How shortest completions spell byte classes: with bytes that are tokens."""
@@ -426,6 +432,9 @@ class RegularMatcher(StateStackMatcher):
 
     def completion_tokens(self) -> int:
         return 0 if self._stopped else self.compiled.completion_tokens(self._states[-1])
+
+    def completion_witness(self) -> bytes | None:
+        return b"" if self._stopped else self.compiled.completion_witness(self._states[-1])
 
     def _blank(self) -> RegularMatcher:
         return RegularMatcher(self.compiled)

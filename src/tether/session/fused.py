@@ -46,6 +46,10 @@ Choice = tuple[int | None, StepInfo | None, str | None]  # token, diagnostics, s
 _Live = tuple[DomainSet, HardDomain]  # domains and their Syntax plug-in
 Decide = Callable[[np.ndarray, np.ndarray | None, Sequence[int]], Choice]
 _NOTHING_FORCED = Forced(b"", ())
+# Spare tokens in the budget (about what settling one more owed name takes) from which
+# Syntax's completion need not be read for what it breaks or owes in Imports and Types
+# (other completions are assumed to exist; FusedConstraint._settled_fit_after)
+WITNESS_ROOM = 16
 
 
 class Tokenizer(Protocol):
@@ -114,7 +118,7 @@ class FusedConstraint:
         self.domains: DomainSet | None = None
         self.syntax: HardDomain | None = None  # the live Syntax plug-in of ``domains``
         self._opening: tuple[int, _Live] | None = None  # checked by _opens_cleanly
-        self._debt: tuple[bytes, int] | None = None  # the last settlement and its tokens
+        self._debt: tuple[tuple[bytes, ...], int] | None = None  # last settlements, tokens
         if self.phase is not Phase.REASONING:
             self.domains, self.syntax = self._new_domains()
 
@@ -160,15 +164,66 @@ class FusedConstraint:
         settlement of the names owed after it aside."""
         if not self._syntax_active():
             return True
-        return self.syntax.completes_after(token_id, k - self._debt_after(token_id))
+        k -= self._debt_after(token_id)
+        return self.syntax.completes_after(token_id, k) and self._settled_fit_after(token_id, k)
+
+    def _settled_fit_after(self, token_id: int, k: int) -> bool:
+        """Near the budget's end — when Syntax's completion after ``token_id`` leaves
+        fewer than ``WITNESS_ROOM`` of ``k`` tokens spare —, whether that completion
+        reads (up to the closing fence, what the settlements will write taken as
+        written) without a new violation of Imports or Types and, if it owes new names,
+        whether their settlement fits too. A token whose completion in the budget would
+        break them (``def`` with room for no more than a name glued to it: ``defA``; an
+        ``and`` whose right operand cannot be the ``bool`` a return expects) or owe a
+        name there is no room to settle (``(*`` then ``A)``) is judged not to fit, and
+        the next decision picks another; with more room, other completions are assumed
+        to exist."""
+        imports, types = self._live_imports(), self._live(Domain.TYPES)
+        if (imports is None and types is None) or self.vocab.is_special(token_id):
+            return True
+        syntax = self.syntax
+        syntax.consume(token_id)
+        try:
+            needed = syntax.completion_tokens()
+            if needed + WITNESS_ROOM <= k:
+                return True
+            text = syntax.completion_witness()
+        finally:
+            syntax.rollback(1)
+        if not text:
+            return True
+        fence = text.rfind(b"```")
+        text = text[:fence] if fence >= 0 else text
+        extra = 0
+        for domain in (imports, types):
+            if domain is None:
+                continue
+            trial = domain.fork()
+            trial.consume(token_id)
+            after = trial.state.settled(types=domain is types)
+            tracker = after.copy()
+            tracker.feed(text)
+            if domain.count(tracker) != domain.count(after):
+                return False
+            if domain is imports and not set(tracker.owed_names()) <= set(after.owed_names()):
+                extra = (self._tokens_of(imports.settlement_of(tracker))
+                         - self._tokens_of(imports.settlement_of(after)))
+        return needed + extra <= k
+
+    def _tokens_of(self, text: bytes) -> int:
+        return len(self.tokenizer.tokenize(text, special=False)) if text else 0
 
     def _debt_after(self, token_id: int) -> int:
-        imports = self._live_imports()
-        if imports is None or self.vocab.is_special(token_id):
+        imports, types = self._live_imports(), self._live(Domain.TYPES)
+        if (imports is None and types is None) or self.vocab.is_special(token_id):
             return self.debt()
-        trial = imports.fork()
-        trial.consume(token_id)
-        return self.debt(trial)
+        trials = []
+        for domain in (imports, types):
+            if domain is not None:
+                domain = domain.fork()
+                domain.consume(token_id)
+            trials.append(domain)
+        return self.debt(*trials)
 
     def budget_mask(self, k: int, settle: bool = True) -> np.ndarray:
         """Syntax's tokens after which it can be completed within ``k`` tokens, the
@@ -179,28 +234,43 @@ class FusedConstraint:
 
     # -- names owed at the end (the Imports domain) ---------------------------------------
     def settlement(self) -> bytes:
-        """What binds the names the code still owes (``b""``: none, or no Imports
-        domain following the text)."""
-        imports = self._live_imports()
-        return b"" if imports is None else imports.settlement()
+        """What binds the names the code still owes, the first due: what the innermost
+        comprehension must bind before it closes, else the module's definitions
+        (``b""``: none, or no Imports domain following the text)."""
+        imports, types = self._live_imports(), self._live(Domain.TYPES)
+        return ((imports.comprehension_settlement() if imports is not None else b"")
+                or (types.settlement() if types is not None else b"")
+                or (imports.settlement() if imports is not None else b""))
 
-    def debt(self, imports: Any = None) -> int:
-        """The tokens :meth:`settlement` takes (reserved by the budget); ``imports``: an
-        Imports domain to ask instead of the live one."""
+    def debt(self, imports: Any = None, types: Any = None) -> int:
+        """The tokens the settlements take — the comprehension's, the missing return's
+        and the module's — (reserved by the budget); ``imports``, ``types``: domains to
+        ask instead of the live ones."""
         imports = imports if imports is not None else self._live_imports()
-        text = b"" if imports is None else imports.settlement()
-        if not text:
+        types = types if types is not None else self._live(Domain.TYPES)
+        texts = (b"" if imports is None else imports.comprehension_settlement(here=False),
+                 b"" if types is None else types.settlement(here=False),
+                 b"" if imports is None else imports.settlement())
+        if not any(texts):
             return 0
         cached = self._debt
-        if cached is None or cached[0] != text:
-            cached = self._debt = (text, len(self.tokenizer.tokenize(text, special=False)))
-        return cached[1]
+        if cached is None or cached[0] != texts:
+            cached = self._debt = (texts, sum(self._tokens_of(t) for t in texts))
+        split = bool(texts[0]) and not imports.comprehension_settlement()
+        # (a comprehension's settlement not writable here is written inside Syntax's
+        # completion, whose token across that place it splits in two: ``']`` into ``'``
+        # and ``]``)
+        return cached[1] + split
 
     def _live_imports(self) -> Any:
+        return self._live(Domain.IMPORTS)
+
+    def _live(self, domain: Domain) -> Any:
+        """The live hard ``domain`` if it settles what it is owed at a budget's end."""
         if self.domains is None or not self._syntax_active():
             return None
-        imports = self.domains.hard(Domain.IMPORTS)
-        return imports if hasattr(imports, "settlement") else None
+        hard = self.domains.hard(domain)
+        return hard if hasattr(hard, "settlement") else None
 
     def relaxed_for_budget(self) -> tuple[str, ...]:
         """The hard domains besides Syntax a step consults (those a step relaxes when

@@ -269,6 +269,19 @@ class Session:
                     break  # no allowed token fits: relaxed below
             fitting = self._budget_filter(mask)  # type: ignore[arg-type]
             if fitting.any():
+                # The budget's mask: Syntax's, the settlements reserved. A fused token is
+                # still checked against the names its completion breaks or owes, as many
+                # times again; then the mask decides.
+                kept = fitting
+                for _ in range(MAX_REJECTIONS if isinstance(self.matcher, FusedConstraint)
+                               else 0):
+                    token, info, stop = decide(logits, kept, history)
+                    if token is None or self._fits(token):
+                        return token, info, stop
+                    kept = kept.copy()
+                    kept[token >> 5] &= ~np.uint32(1 << (token & 31))
+                    if not kept.any():
+                        break
                 return decide(logits, fitting, history)
             if not isinstance(self.matcher, FusedConstraint):
                 return decide(logits, allowed, history)  # see below
