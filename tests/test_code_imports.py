@@ -71,6 +71,8 @@ PROGRAMS = [
     ("def f(s):\n    y = [z for z in s if z > q for q in s]\n", True),  # q: not yet
     ("def f(s):\n    y = [[q for z in s if q] for q in s]\n", False),  # outer q
     ("xs = [a for b in [1] for a in [b]]\n", False),
+    ("def f(s):\n    return [i for i in range(len(s[:i]))]\n", True),  # i: not yet
+    ("def f(s):\n    return [j for i in s for j in range(i) if j < i]\n", False),
     ("x = 1\ndef f():\n    print(x)\n    x = 2\n", True),  # x is f's: an UnboundLocalError
     ("def f(xs):\n    t = [a for a in xs]\n    for a in xs: pass\n", False),
     ("def f():\n    global G\n    G = G + 1\n", False),

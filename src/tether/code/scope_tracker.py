@@ -215,6 +215,9 @@ class Bracket:
     comp: bool = False
     in_target: bool = False
     bound: frozenset[str] = frozenset()
+    # targets of the clause whose iterable is being read: bound once it ends (the next
+    # "for" or "if" at its level, or the close), not visible in it
+    clause_bound: frozenset[str] = frozenset()
     waiting: frozenset[str] = frozenset()
     target: bool = False
     targets_from: int = 0  # statement targets collected before it opened
@@ -230,6 +233,17 @@ class Bracket:
     unpacked: bool = False
     keyword: bool = False
     arg: ExprCheck | None = None
+
+    @property
+    def targets(self) -> frozenset[str]:
+        """The comprehension targets bound in it by the time it closes."""
+        return self.bound | self.clause_bound
+
+    def clause_ended(self) -> Bracket:
+        """The bracket once the iterable being read ends: its clause's targets bound."""
+        if not self.clause_bound:
+            return self
+        return replace(self, bound=self.targets, clause_bound=frozenset())
 
     @property
     def comp_capable(self) -> bool:
@@ -996,7 +1010,7 @@ class ScopeTracker:
             tuple(resolves(t) for t in self.targets), self.seg_target, self.first_lexeme,
             tuple((b.char, b.kind, b.comma, b.comp, b.in_target, b.target,
                    self._waits(b), b.targets_from, b.callee, b.subscript, b.colon,
-                   bool(b.used - b.bound), b.args, b.keywords, b.unpacked, b.keyword, b.arg)
+                   bool(b.used - b.targets), b.args, b.keywords, b.unpacked, b.keyword, b.arg)
                   for b in self.brackets),
             self._pending_keyword(),
             self.stmt, self.clause, self.line_free,
@@ -1019,7 +1033,7 @@ class ScopeTracker:
         """What the names waiting on ``bracket`` decide: 0 none, 1 some (met by its
         ``for`` targets, else obligations in deferred code), 2 a name the statement
         binds first among them (unresolved at the close whatever the code)."""
-        rest = bracket.waiting - bracket.bound
+        rest = bracket.waiting - bracket.targets
         if not rest:
             return 0
         return 2 if any(self._unbound_yet(n) for n in rest) else 1
@@ -1049,7 +1063,7 @@ class ScopeTracker:
                 tuple((s.bound, s.modules, s.types, s.obligations, s.inherited, s.referenced,
                        s.defined) for s in self.scopes),
                 self.pending, self.targets,
-                tuple((b.bound, b.waiting, b.used) for b in self.brackets),
+                tuple((b.bound, b.clause_bound, b.waiting, b.used) for b in self.brackets),
                 tuple(lam.params for lam in self.lambdas))
 
     def _deferred(self) -> bool:
@@ -1063,7 +1077,7 @@ class ScopeTracker:
             for i in range(len(self.brackets) - 1, -1, -1):
                 br = self.brackets[i]
                 if br.comp:
-                    self._set_bracket(i, replace(br, bound=br.bound | {name}))
+                    self._set_bracket(i, replace(br, clause_bound=br.clause_bound | {name}))
                     return
         if where == "lambda":
             lam = self.lambdas[-1]
@@ -1147,13 +1161,16 @@ class ScopeTracker:
         elif first:
             self.decorated = False
         elif word == "for" and depth:
-            top = self.brackets[-1]
+            top = self.brackets[-1].clause_ended()
             # A would-be target list turns out to be a comprehension: the names it held
             # are references its "for" may bind.
             held = frozenset(self.targets[top.targets_from:])
             self.targets = self.targets[:top.targets_from]
             self._set_bracket(depth - 1, replace(top, comp=True, in_target=True, target=False,
                                                  waiting=top.waiting | held))
+        elif word == "if" and depth and self.brackets[-1].comp:
+            # a comprehension's condition: the iterable before it has ended
+            self._set_bracket(depth - 1, self.brackets[-1].clause_ended())
         elif word == "in":
             if depth and self.brackets[-1].in_target:
                 self._set_bracket(depth - 1, replace(self.brackets[-1], in_target=False))
@@ -1470,8 +1487,8 @@ class ScopeTracker:
             if self.lambdas and self.lambdas[-1].depth == depth and self.lambdas[-1].body:
                 self.lambdas = self.lambdas[:-1]
             if not top.comp and not top.in_target:
-                if top.waiting - top.bound:
-                    self._wait(sorted(top.waiting - top.bound), depth - 1)
+                if top.waiting - top.targets:
+                    self._wait(sorted(top.waiting - top.targets), depth - 1)
                 self._set_bracket(depth - 1, replace(top, comma=True, waiting=frozenset(),
                                                      used=frozenset()))
                 for name in sorted(top.used):  # no "for" can follow a comma here
@@ -1500,7 +1517,7 @@ class ScopeTracker:
             self._set_scope(len(self.scopes) - 1, replace(s, star=True))
 
     def _close_bracket(self) -> None:
-        br = self.brackets[-1]
+        br = self.brackets[-1].clause_ended()
         self.brackets = self.brackets[:-1]
         depth = len(self.brackets)
         self.lambdas = tuple(lam for lam in self.lambdas if lam.depth <= depth)
@@ -1654,6 +1671,7 @@ class ScopeTracker:
             twin._decide("nl")
         while twin.brackets:  # what waits on them falls to the functions
             twin._close_bracket()
+        twin._targets_referred()  # (a target list the statement's end makes references)
         while len(twin.scopes) > 1:
             twin._pop_scope()
         module = twin.scopes[0]
@@ -1690,7 +1708,7 @@ class ScopeTracker:
             if top.comp_capable:
                 outer = any(br.binds_later for br in twin.brackets[:-1])
                 deferred = twin._deferred()
-                names = sorted(n for n in top.waiting - top.bound
+                names = sorted(n for n in top.waiting - top.targets
                                if twin._unbound_yet(n) or not (deferred or outer))
                 owed += names
                 twin._set_bracket(len(twin.brackets) - 1,
@@ -1707,7 +1725,7 @@ class ScopeTracker:
         owed = set(self.comprehension_owed(here=False))
         twin = self.copy()
         for i, br in enumerate(twin.brackets):
-            names = (br.waiting - br.bound) & owed
+            names = (br.waiting - br.targets) & owed
             if names and br.comp_capable:
                 twin._set_bracket(i, replace(br, bound=br.bound | names))
         if types:
@@ -1755,7 +1773,7 @@ class ScopeTracker:
                 return False
             if not all(resolves(t) for t in self.targets):
                 return False
-            if any(b.waiting - b.bound for b in self.brackets):
+            if any(b.waiting - b.targets for b in self.brackets):
                 return False
         return True
 

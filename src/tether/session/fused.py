@@ -232,7 +232,14 @@ class FusedConstraint:
             return self.free_mask
         return self.syntax.budget_mask(k - (self.debt() if settle else 0))
 
-    # -- names owed at the end (the Imports domain) ---------------------------------------
+    def closing_mask(self) -> np.ndarray:
+        """Syntax's tokens on a shortest completion: after them it completes in fewer
+        tokens than now (what a budget's last resort tries first)."""
+        if not self._syntax_active():
+            return self.free_mask
+        return self.syntax.budget_mask(self.syntax.completion_tokens() - 1)
+
+    # -- what the code owes at the end (Imports, Types) ----------------------------------
     def settlement(self) -> bytes:
         """What binds the names the code still owes, the first due: what the innermost
         comprehension must bind before it closes, else the module's definitions

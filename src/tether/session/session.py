@@ -24,12 +24,13 @@ is generated; otherwise a run never ends cut by the budget: when the budget is s
 text is complete (``constraint_complete``). Deciding, the session asks the decider
 first and checks the token it picked: a token that does not fit is taken out of the mask
 and the decider asked again, which samples exactly from the budget's mask without
-computing it; after ``MAX_REJECTIONS`` the budget's mask is computed whole. Budgets
-count Syntax, and the definitions of names the code still owes (the Imports domain's
-*settlement*, reserved in the budget and written, forced, when little room is left:
-docs/code-domains.md); when fused hard domains still leave no token that completes
-Syntax in time, they are relaxed for the step, as the relaxation cascade would, and the
-step reports them ``dropped``.
+computing it; after ``MAX_REJECTIONS`` the budget's mask is computed whole (fused
+tokens still checked as many times again). Budgets count Syntax, and what the code still
+owes the Imports and Types domains (their *settlements*: a comprehension's own names,
+a missing return, the module's undefined names — reserved in the budget and written,
+forced, when little room is left: docs/code-domains.md); when fused hard domains still
+leave no token that completes Syntax in time, they are relaxed for the step, as the
+relaxation cascade would, and the step reports them ``dropped``.
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ class Session:
         settling = False
         if not forced and left is not None and isinstance(m, FusedConstraint):
             forced = self._settlement_due(m, left)
-            settling = bool(forced)  # whole lines: its last token is not held back
+            settling = bool(forced)  # written whole: its last token is not held back
         if not forced or (left is not None and left <= 0):
             return []
         taken: list[int] = []
@@ -191,9 +192,11 @@ class Session:
         return taken
 
     def _settlement_due(self, fused: FusedConstraint, left: int) -> bytes:
-        """The definitions of names the code owes, once the budget has room for little
-        more than them and Syntax can take them here (the budget reserved their tokens):
-        what a budget's end writes rather than leave a name undefined."""
+        """The first settlement of what the code owes (a comprehension's own names, a
+        missing return, the module's undefined names), once the budget has room for
+        little more than the settlements and Syntax can take it here (the budget
+        reserved their tokens): what a budget's end writes rather than leave a name
+        undefined or a return missing."""
         text = fused.settlement()
         if not text or left - fused.debt() > fused.syntax.completion_tokens() + _SETTLE_ROOM:
             return b""
@@ -269,19 +272,16 @@ class Session:
                     break  # no allowed token fits: relaxed below
             fitting = self._budget_filter(mask)  # type: ignore[arg-type]
             if fitting.any():
-                # The budget's mask: Syntax's, the settlements reserved. A fused token is
-                # still checked against the names its completion breaks or owes, as many
-                # times again; then the mask decides.
-                kept = fitting
-                for _ in range(MAX_REJECTIONS if isinstance(self.matcher, FusedConstraint)
-                               else 0):
-                    token, info, stop = decide(logits, kept, history)
-                    if token is None or self._fits(token):
-                        return token, info, stop
-                    kept = kept.copy()
-                    kept[token >> 5] &= ~np.uint32(1 << (token & 31))
-                    if not kept.any():
-                        break
+                # The budget's mask: Syntax's, the settlements reserved. Fused tokens are
+                # still checked for what their completion breaks or owes, as many times
+                # again; then those on a shortest completion of Syntax (they open nothing
+                # new); then the mask decides.
+                if isinstance(self.matcher, FusedConstraint):
+                    closing = fitting & self.matcher.closing_mask()
+                    for candidates in (fitting, closing):
+                        choice = self._first_fit(decide, logits, candidates, history)
+                        if choice is not None:
+                            return choice
                 return decide(logits, fitting, history)
             if not isinstance(self.matcher, FusedConstraint):
                 return decide(logits, allowed, history)  # see below
@@ -299,6 +299,20 @@ class Session:
             return token, info, stop
 
         return within
+
+    def _first_fit(self, decide: Decide, logits: np.ndarray, candidates: np.ndarray,
+                   history: Sequence[int]) -> Choice | None:
+        """``decide`` among ``candidates`` until its token fits, ``MAX_REJECTIONS`` tries
+        at most (``None``: none did)."""
+        for _ in range(MAX_REJECTIONS):
+            if not candidates.any():
+                return None
+            token, info, stop = decide(logits, candidates, history)
+            if token is None or self._fits(token):
+                return token, info, stop
+            candidates = candidates.copy()
+            candidates[token >> 5] &= ~np.uint32(1 << (token & 31))
+        return None
 
     # -- the text --------------------------------------------------------------------------
     def text(self) -> str:
