@@ -496,12 +496,12 @@ def _program_read(text: str) -> ScopeTracker:
 
 def test_a_comprehensions_own_names_are_settled_at_the_budgets_end(smollm2_vocab):
     """A name its statement assigns, used in a comprehension's element, is bound by a
-    clause of its own before the budget's end closes the bracket (``for y in ()``)."""
+    clause of its own before the budget's end closes the bracket (``for y in …``)."""
     session, stop = _fused_run(smollm2_vocab, "```python\ndef f(s):\n    y = [y + 1", 24,
                                favour=b"]")
     assert stop == "constraint_complete"
     text = session.text()
-    assert " for y in ()" in text, text
+    assert ' for y in eval("()")' in text, text
     assert not any(s.dropped for s in session.steps)
     assert _program_read(text).violations == 0
 

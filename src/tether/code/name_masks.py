@@ -808,13 +808,14 @@ class ImportsDomain(NameDomain):
         return tracker.at_end_violations() == 0
 
     def comprehension_settlement(self, here: bool = True) -> bytes:
-        """`` for name in ()`` for each name waiting on the innermost bracket that its
-        closing would leave unresolved (``x = [x + y for y in ys`` owes ``x``, which
-        only a target of its own may bind): written where a ``for`` clause may come
-        next, before the budget's end closes the bracket (docs/code-domains.md,
-        "Budgets"). ``here=False``: those of every open bracket (what the budget
-        reserves)."""
-        return "".join(f" for {name} in ()"
+        """`` for name in eval("()")`` for each name waiting on the innermost bracket
+        that its closing would leave unresolved (``x = [x + y for y in ys`` owes ``x``,
+        which only a target of its own may bind): written where a ``for`` clause may
+        come next, before the budget's end closes the bracket (docs/code-domains.md,
+        "Budgets"). Nothing is iterated; the iterable's type is unknown to a type
+        checker (over ``()`` mypy asks for the name's type). ``here=False``: those of
+        every open bracket (what the budget reserves)."""
+        return "".join(f' for {name} in eval("()")'
                        for name in self.state.comprehension_owed(here)).encode()
 
     def settlement(self) -> bytes:

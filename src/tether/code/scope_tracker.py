@@ -1683,7 +1683,7 @@ class ScopeTracker:
         """The names waiting on the innermost bracket — if a ``for`` may still follow
         in it — that its closing would leave unresolved (a name its statement binds
         first; in code that runs now, any with no outer bracket to wait on), counting
-        the name being written as a reference, sorted: what ``for name in ()`` written
+        the name being written as a reference, sorted: what ``for name in …`` written
         here binds. ``here=False``: those of every open bracket, each closed in turn,
         innermost first (what the settlements to come will bind)."""
         if not here:
