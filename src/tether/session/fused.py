@@ -161,25 +161,41 @@ class FusedConstraint:
 
     def completes_after(self, token_id: int, k: int) -> bool:
         """Whether Syntax can be completed within ``k`` tokens after ``token_id``, the
-        settlement of the names owed after it aside."""
+        settlements of what is owed after it aside."""
         if not self._syntax_active():
             return True
-        k -= self._debt_after(token_id)
-        return self.syntax.completes_after(token_id, k) and self._settled_fit_after(token_id, k)
+        trials = self._owing_after(token_id)
+        k -= self.debt(*trials) if trials else self.debt()
+        return self.syntax.completes_after(token_id, k) and \
+            self._settled_fit_after(token_id, k, trials)
 
-    def _settled_fit_after(self, token_id: int, k: int) -> bool:
+    def _owing_after(self, token_id: int) -> tuple[Any, Any] | None:
+        """The live Imports and Types domains (each ``None`` if absent) forked and moved
+        on by ``token_id``; ``None`` when neither is live (or for a special token)."""
+        imports, types = self._live_imports(), self._live(Domain.TYPES)
+        if (imports is None and types is None) or self.vocab.is_special(token_id):
+            return None
+        trials = []
+        for domain in (imports, types):
+            if domain is not None:
+                domain = domain.fork()
+                domain.consume(token_id)
+            trials.append(domain)
+        return trials[0], trials[1]
+
+    def _settled_fit_after(self, token_id: int, k: int,
+                           trials: tuple[Any, Any] | None) -> bool:
         """Near the budget's end — when Syntax's completion after ``token_id`` leaves
         fewer than ``WITNESS_ROOM`` of ``k`` tokens spare —, whether that completion
         reads (up to the closing fence, what the settlements will write taken as
-        written) without a new violation of Imports or Types and, if it owes new names,
-        whether their settlement fits too. A token whose completion in the budget would
-        break them (``def`` with room for no more than a name glued to it: ``defA``; an
-        ``and`` whose right operand cannot be the ``bool`` a return expects) or owe a
-        name there is no room to settle (``(*`` then ``A)``) is judged not to fit, and
-        the next decision picks another; with more room, other completions are assumed
-        to exist."""
-        imports, types = self._live_imports(), self._live(Domain.TYPES)
-        if (imports is None and types is None) or self.vocab.is_special(token_id):
+        written) without a new violation of Imports or Types (``trials``: those domains
+        after the token) and, if it owes new names, whether their settlement fits too. A
+        token whose completion in the budget would break them (``def`` with room for no
+        more than a name glued to it: ``defA``; an ``and`` whose right operand cannot be
+        the ``bool`` a return expects) or owe a name there is no room to settle (``(*``
+        then ``A)``) is judged not to fit, and the next decision picks another; with
+        more room, other completions are assumed to exist."""
+        if trials is None:
             return True
         syntax = self.syntax
         syntax.consume(token_id)
@@ -194,13 +210,12 @@ class FusedConstraint:
             return True
         fence = text.rfind(b"```")
         text = text[:fence] if fence >= 0 else text
+        imports, types = trials
         extra = 0
-        for domain in (imports, types):
+        for domain in trials:
             if domain is None:
                 continue
-            trial = domain.fork()
-            trial.consume(token_id)
-            after = trial.state.settled(types=domain is types)
+            after = domain.state.settled(types=domain is types)
             tracker = after.copy()
             tracker.feed(text)
             if domain.count(tracker) != domain.count(after):
@@ -212,18 +227,6 @@ class FusedConstraint:
 
     def _tokens_of(self, text: bytes) -> int:
         return len(self.tokenizer.tokenize(text, special=False)) if text else 0
-
-    def _debt_after(self, token_id: int) -> int:
-        imports, types = self._live_imports(), self._live(Domain.TYPES)
-        if (imports is None and types is None) or self.vocab.is_special(token_id):
-            return self.debt()
-        trials = []
-        for domain in (imports, types):
-            if domain is not None:
-                domain = domain.fork()
-                domain.consume(token_id)
-            trials.append(domain)
-        return self.debt(*trials)
 
     def budget_mask(self, k: int, settle: bool = True) -> np.ndarray:
         """Syntax's tokens after which it can be completed within ``k`` tokens, the
