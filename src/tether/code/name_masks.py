@@ -780,6 +780,9 @@ def _default_class(tracker: ScopeTracker, run: bytes, role: Role, in_code: bool,
     return _name_class(tracker, _UNKNOWN, role), _UNKNOWN_SPELLING
 
 
+_CLOSER = {"(": ")", "[": "]", "{": "}"}
+
+
 class ImportsDomain(NameDomain):
     """The Imports domain over one generated sequence: every name resolves (see the
     module docstring).
@@ -810,13 +813,20 @@ class ImportsDomain(NameDomain):
     def comprehension_settlement(self, here: bool = True) -> bytes:
         """`` for name in eval("()")`` for each name waiting on the innermost bracket
         that its closing would leave unresolved (``x = [x + y for y in ys`` owes ``x``,
-        which only a target of its own may bind): written where a ``for`` clause may
-        come next, before the budget's end closes the bracket (docs/code-domains.md,
-        "Budgets"). Nothing is iterated; the iterable's type is unknown to a type
-        checker (over ``()`` mypy asks for the name's type). ``here=False``: those of
-        every open bracket (what the budget reserves)."""
-        return "".join(f' for {name} in eval("()")'
-                       for name in self.state.comprehension_owed(here)).encode()
+        which only a target of its own may bind), and the bracket's close: written where
+        a ``for`` clause may come next, before the budget's end closes the bracket
+        (docs/code-domains.md, "Budgets"). Nothing is iterated; the iterable's type is
+        unknown to a type checker (over ``()`` mypy asks for the name's type), and
+        nothing may extend it (``eval("()") is None`` would be a bool). ``here=False``:
+        the clauses of every open bracket (what the budget reserves; their closes are
+        Syntax's)."""
+        names = self.state.comprehension_owed(here)
+        if not names:
+            return b""
+        clauses = "".join(f' for {name} in eval("()")' for name in names)
+        if not here:
+            return clauses.encode()
+        return (clauses + _CLOSER[self.state.brackets[-1].char]).encode()
 
     def settlement(self) -> bytes:
         """Source that binds every name the program still owes, written at the start of
