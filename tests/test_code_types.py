@@ -228,7 +228,10 @@ def test_masks_are_their_definition(smollm2_vocab):
                     "def g(): pass\ndef h(): pass\nclass g: pass\n",
                     # two returns alike but for what was read (a comparison, a sum)
                     "def f(x: str) -> bool:\n    return 1 < len(x)\n"
-                    "def g(x: str) -> bool:\n    return 1 + len(x)\n"):
+                    "def g(x: str) -> bool:\n    return 1 + len(x)\n",
+                    # operators a left operand of known type lacks (range, set, str)
+                    "r = range(3) + [1]\ns = {1} - {2} + {3}\nt = 'a' * 2\n"
+                    "def h(x: str, n: int):\n    return (x) / n, [x] +[n] , x\\\n  - n\n"):
         domain = TypesDomain(vocab)
         for token in _tokens(vocab, program):
             allowed = bitmask.to_bool(domain.mask(), vocab.size)

@@ -59,7 +59,7 @@ from tether.code.scope_tracker import (
     Role,
     ScopeTracker,
 )
-from tether.code.value_types import members
+from tether.code.value_types import KNOWN, members
 from tether.engine import bitmask
 from tether.engine.matcher import Forced, StateStackMatcher
 from tether.vocab import Vocabulary
@@ -68,6 +68,9 @@ _RUN = re.compile(rb"[A-Za-z0-9_\x80-\xff]+")
 # A line break, then (past blanks and comments) a byte that may close blocks.
 _LINE_OPENED = re.compile(rb"[\r\n][ \t\f\r\n]*(#[^\r\n]*[\r\n][ \t\f\r\n]*)*[^ \t\f\r\n#]")
 _DIGITS = b"0123456789"
+_OPERATOR_CHARS = frozenset("-+*/%@&|^<>")
+_OPERATOR_FIRST = re.compile(rb"[\s\\]*[-+*/%@&|^<>]")
+_OPERATOR_AFTER_CLOSE = re.compile(rb"[)\]}][)\]}\s\\]*[-+*/%@&|^<>]")
 _MAX_OUTCOMES = 4096  # cached signatures per vocabulary
 _MAX_ROWS = 256  # cached accepted-prefix rows per vocabulary
 _MAX_MASKS = 2048  # cached whole masks per vocabulary and domain
@@ -100,6 +103,8 @@ class _Shapes:
     semicolon: np.ndarray  # by S id: S holds a ";"
     backtick: np.ndarray  # by S id: S holds a "`"
     call_end: np.ndarray  # by S id: S holds a "," or a ")"
+    operator_first: np.ndarray  # by S id: S opens with a binary operator's character
+    operator_after_close: np.ndarray  # by S id: S closes a bracket, then an operator
     variant: np.ndarray  # (kind, L ends in e, L prefixed) as 4 * kind + 2 * e + prefixed
     variant_middles: dict[int, np.ndarray]  # variant -> the S ids its tokens have
 
@@ -166,6 +171,10 @@ def _shapes(vocab: Vocabulary) -> _Shapes:
         semicolon=np.array([b";" in m for m in middles], dtype=bool),
         backtick=np.array([b"`" in m for m in middles], dtype=bool),
         call_end=np.array([b"," in m or b")" in m for m in middles], dtype=bool),
+        operator_first=np.array([_OPERATOR_FIRST.match(m) is not None for m in middles],
+                                dtype=bool),
+        operator_after_close=np.array([_OPERATOR_AFTER_CLOSE.search(m) is not None
+                                       for m in middles], dtype=bool),
         tail_middle=np.bincount(middle_arr[np.array(tail) >= 0],
                                 minlength=len(middles)).astype(bool),
         variant_middles={int(v): np.unique(middle_arr[variant == v])
@@ -909,6 +918,9 @@ class TypesDomain(NameDomain):
         being written when it is a member the type lacks or a ``def`` name defined
         again (not quiet), else only where a checked expression ends — a statement's
         end, a call's "," or ")" (:meth:`relevant`)."""
+        if tracker.mode == CODE and tracker.op[:1] in _OPERATOR_CHARS and \
+                tracker.operand_known():
+            return False  # the operator being read is checked when it ends, by any byte
         if tracker.mode != CODE or not tracker.run or tracker.run_num:
             return True
         name = tracker.run.decode("utf-8", "replace")
@@ -944,6 +956,14 @@ class TypesDomain(NameDomain):
             relevant = relevant | shapes.call_end
         if tracker.owes_return():  # a line's first byte may close the function's body
             relevant = relevant | shapes.line_opened | shapes.backtick
+        # A binary operator after an operand of a known type without its method: right
+        # after a name or a closing bracket (or the name being written), or after a
+        # bracket S closes.
+        if tracker.operand_known() or (
+                run and tracker.value_of(run, tracker.prev == ".") in KNOWN):
+            relevant = relevant | shapes.operator_first
+        if tracker.brackets:
+            relevant = relevant | shapes.operator_after_close
         return relevant
 
     def _allowed(self, tracker: ScopeTracker) -> np.ndarray:

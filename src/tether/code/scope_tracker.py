@@ -74,6 +74,14 @@ _OPERATORS = frozenset({
 _EXTENDABLE = frozenset(op[:k] for op in _OPERATORS for k in range(1, len(op)))
 _AUGMENTED = frozenset({"+=", "-=", "*=", "/=", "%=", "@=", "&=", "|=", "^=", "**=",
                         "//=", "<<=", ">>="})
+# Binary operators and the method a left operand must have for them (a known builtin
+# type without it is mypy's "unsupported operand"), and the lexemes that end a left
+# operand this checks: a name, a closing bracket (literals are not checked).
+_OPERATOR_METHODS = {
+    "+": "__add__", "-": "__sub__", "*": "__mul__", "/": "__truediv__",
+    "//": "__floordiv__", "%": "__mod__", "**": "__pow__", "@": "__matmul__",
+    "<<": "__lshift__", ">>": "__rshift__", "&": "__and__", "|": "__or__", "^": "__xor__"}
+_OPERAND_ENDS = frozenset({"name", ")", "]", "}"})
 # What may follow a name in a target list without making it a reference.
 _TARGET_CONTINUE = frozenset({",", ")", "]"})
 _TARGET_LEXEMES = frozenset({",", "=", ")", "]", "(", "[", ".", "*"})
@@ -768,6 +776,11 @@ class ScopeTracker:
             return declared
         return builtin_callee(name)
 
+    def operand_known(self) -> bool:
+        """Whether the text ends with an operand whose builtin type is known (a name or a
+        closing bracket): a binary operator next is checked against it."""
+        return self.prev in _OPERAND_ENDS and self.value_type in KNOWN
+
     def declared_type(self, name: str) -> str | None:
         """The known type ``name``'s annotation declares, where it is bound here."""
         if any(name in local for local in self._local_bindings()):
@@ -1241,6 +1254,9 @@ class ScopeTracker:
         self.chain = chain if lexeme == "." else None
         before = self.value_type
         self.value_type = before if lexeme == "." else None
+        if lexeme in _OPERATOR_METHODS and prev in _OPERAND_ENDS and before in KNOWN and \
+                _OPERATOR_METHODS[lexeme] not in (members(before) or ()):
+            self.type_violations += 1  # mypy: unsupported operand ("range(3) + …")
         if annotating and self.annotation is not None:
             if depth == self.annotation_depth and (lexeme in (",", "=", ";", ":") or
                                                    lexeme in _CLOSERS):
