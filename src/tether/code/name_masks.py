@@ -884,7 +884,8 @@ class TypesDomain(NameDomain):
     after ``value.``, where the value's type is known (a literal, a name of known type,
     a builtin's or a known method's result), only that type's members; where a type is
     expected (a return in ``-> T``, an assignment to a name of known type) an
-    expression of known type that does not fit may not end; a ``def``/``class`` may not
+    expression of known type that does not fit may not end; a binary operator may not
+    follow an operand of known type that lacks its method; a ``def``/``class`` may not
     define again what its block defined; the body of a function declared to return a
     known type may not end before a return, raise or yield. Unknown types constrain
     nothing.
