@@ -235,6 +235,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stride", type=int, default=1, help="every k-th problem")
     parser.add_argument("--limit", type=int, default=None, help="the first N (after stride)")
+    parser.add_argument("--tasks", default=None,
+                        help="only these problems (numbers: 19,32 — before stride, limit)")
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--phases", default="off,auto")
     parser.add_argument("--merge", action="store_true",
@@ -258,7 +260,11 @@ def main() -> None:
                 runs.update(json.loads(path.read_text())["runs"])
         _save(runs, args.output)
         return
-    problems = list(read_problems().values())[::args.stride][:args.limit]
+    problems = list(read_problems().values())
+    if args.tasks:
+        chosen = {f"HumanEval/{n.strip()}" for n in args.tasks.split(",")}
+        problems = [p for p in problems if p["task_id"] in chosen]
+    problems = problems[::args.stride][:args.limit]
     model = tether.runtime.load_model()
     path = RESULTS / f"{args.output}.json"
     results: dict[str, list[dict]] = (json.loads(path.read_text())["runs"]

@@ -66,7 +66,12 @@ EXPECTATIONS = [
     ("def f(x: int) -> int:\n    return x // 2 + x % 3 - 1\n", False),
     ("def f(x: int, y: float) -> int:\n    return x * y\n", True),
     ("def f(x: int) -> int:\n    return x ** 2\n", False),  # "**": unknown
-    ("def f(x: str) -> int:\n    return x % 2\n", False),  # not a number: unknown
+    ("def f(x: str) -> int:\n    return x % 2\n", True),  # a string's "%" formats: a str
+    ("def f(x: list) -> int:\n    return x + [1] * 2\n", True),  # sequences: a list
+    ("def f(x: list) -> list:\n    return x[1:] + x[:-1]\n", False),  # slices
+    ("def f(x: str) -> int:\n    return 2 + 3 * x\n", True),  # (int + str: an error anyway)
+    ("def f(x: range) -> int:\n    return x[1:2]\n", True),  # a range's slice: a range
+    ("def f(x: bytes) -> int:\n    return x[0] + len(x[1:])\n", False),
     ("def f(x: int) -> bool:\n    return x in [1]\n", False),
     ("def f(x: int) -> str:\n    return not x\n", True),
     ("def f(x: int) -> tuple[int, int]:\n    return x, x\n", False),
@@ -125,6 +130,26 @@ EXPECTATIONS = [
     ("def f(x: int) -> int:\n    return x, x", True),  # (the statement not ended yet)
     ("def f(x: int) -> tuple:\n    return x, x", False),
     ("def f(x: int) -> int:\n    return g(x, x)", False),
+    # operators and calls: an instance's type answers them, a class's metaclass (type)
+    ("r = range(3) + [1]\n", True),
+    ("def f(x: str | None) -> str | None:\n    return x\n", False),  # type.__or__
+    ("T = str | int\nU = list[int]\nn = int('3') + str.count('ab', 'a')\n", False),
+    ("r = str + 'a'\n", True),  # a class has no "+"
+    ("xs = [1]\nxs(2)\n", True),  # an instance of a builtin type is not callable
+    ("def f(x: int):\n    return x()\n", True),
+    ("s = str\ns('a')\n", False),  # (s: unknown)
+    # calls of builtins: an argument no overload of the stub accepts, an arity none has
+    ("n = len(1.5)\n", True), ("n = len([1]) + len('ab')\n", False),
+    ("n = len(str)\n", True),  # the class is not Sized
+    ("s = sum(1, 1)\n", True), ("s = sum([1], 0)\n", False),
+    ("b = bin('a')\n", True), ("b = bin(3) + hex(True)\n", False),
+    ("m = max()\n", True), ("m = max(1, 2) + max([1], default=0)\n", False),
+    ("'a'.split(separator=',')\n", True), ("'a'.split(sep=',', maxsplit=1)\n", False),
+    ("t = str.maketrans(b'a', '')\n", True), ("t = str.maketrans('a', 'b')\n", False),
+    ("r = range('a')\n", True), ("r = range(1, 10, 2)\n", False),
+    ("j = ' '.join(3)\n", True), ("print(1, 'a', sep='', end='')\n", False),
+    ("def f(x: float):\n    return len(x)\n", True),
+    ("def f(len):\n    return len(1.5)\n", False),  # a parameter shadows the builtin
 ]
 
 
@@ -185,6 +210,32 @@ def test_expected_types_agree_with_running_the_expressions():
     assert refused > 200  # the check does refuse (not vacuous)
 
 
+_CALLS = ["len", "sum", "bin", "hex", "abs", "sorted", "max", "min", "round", "chr", "ord",
+          "range", "list", "tuple", "set", "str", "int", "float", "bool", "divmod", "pow",
+          "isinstance", "' '.join", "'a'.split", "'a'.startswith", "[1].index", "iter",
+          "reversed", "enumerate", "dict", "str.maketrans", "'a'.count", "frozenset"]
+_ARGS = ["1", "1.5", "'a'", "b'a'", "[1]", "(1, 2)", "{1: 2}", "{1}", "True", "None", "str",
+         "int", "range(2)", "1j"]
+
+
+def test_builtin_calls_refused_only_where_running_them_fails():
+    """The oracle for the stub's signatures: calls of builtins with one or two arguments
+    of known type; every call refused raises TypeError when run (never a false "no"),
+    and the check does refuse."""
+    refused = 0
+    calls = [f"{f}({a})" for f in _CALLS for a in _ARGS] + [
+        f"{f}({a}, {b})" for f in _CALLS for a, b in itertools.product(_ARGS, _ARGS)]
+    for call in calls:
+        tracker = ScopeTracker()
+        tracker.feed(f"v = {call}\n".encode())
+        if not tracker.type_violations:
+            continue
+        refused += 1
+        with pytest.raises(TypeError):
+            eval(call, {})  # noqa: S307 (our own small grammar)
+    assert refused > 3000
+
+
 def test_builtin_knowledge_comes_from_the_stub():
     assert call_result("str.split") == "list" and call_result("fn:len") == "int"
     assert call_result("list.pop") is None  # an element: unknown
@@ -231,7 +282,11 @@ def test_masks_are_their_definition(smollm2_vocab):
                     "def g(x: str) -> bool:\n    return 1 + len(x)\n",
                     # operators a left operand of known type lacks (range, set, str)
                     "r = range(3) + [1]\ns = {1} - {2} + {3}\nt = 'a' * 2\n"
-                    "def h(x: str, n: int):\n    return (x) / n, [x] +[n] , x\\\n  - n\n"):
+                    "def h(x: str, n: int):\n    return (x) / n, [x] +[n] , x\\\n  - n\n",
+                    # a class's "|", an instance called
+                    "def k(x: str | None) -> str:\n    return x(1) + str(x)\n",
+                    # literals called; slices and sequence arithmetic; builtins' arguments
+                    "a = 1(2) + 'b'(3) + f'c'(4)\nb = [1][1:] + [2] * 2\nc = len(1.5)\n"):
         domain = TypesDomain(vocab)
         for token in _tokens(vocab, program):
             allowed = bitmask.to_bool(domain.mask(), vocab.size)
@@ -291,6 +346,24 @@ def test_masks_refuse_where_an_expected_type_ends(smollm2_vocab, prefix, refused
     assert not any(allowed[ids[t]] for t in refused)
     assert all(allowed[ids[t]] for t in kept)
     assert not domain.is_accepting()  # the program may not end here either
+    wrong = [t for t in range(smollm2_vocab.size) if allowed[t] != domain.token_allowed(t)]
+    assert not wrong
+
+
+@pytest.mark.parametrize("prefix, refused, kept", [
+    # "+" may still become "+=", but range has neither: refused as it is written
+    ("r = range(3)", [b" +", b"+", b" *", b" -", b" /", b" //"],
+     [b" <", b" ==", b".", b"\n", b" if", b"["]),
+    ("xs = [1]\nys = xs", [b"(", b" (", b"()"], [b"[", b".", b" +", b"\n"]),
+    ("def f(x: str | None) -> str", [], [b" |", b"|", b":"]),
+])
+def test_masks_refuse_unsupported_operators_and_calls(smollm2_vocab, prefix, refused, kept):
+    domain = TypesDomain(smollm2_vocab, prefix=prefix)
+    allowed = bitmask.to_bool(domain.mask(), smollm2_vocab.size)
+    ids = {smollm2_vocab.tokens[t]: t for t in range(smollm2_vocab.size)
+           if not smollm2_vocab.special[t]}
+    assert not any(allowed[ids[t]] for t in refused)
+    assert all(allowed[ids[t]] for t in kept)
     wrong = [t for t in range(smollm2_vocab.size) if allowed[t] != domain.token_allowed(t)]
     assert not wrong
 

@@ -19,7 +19,8 @@ An :class:`ExprCheck` follows one expression lexeme by lexeme at its own bracket
 expression is one primary of known type (a literal, a display, a call of a known
 builtin or method, a name of known type), perhaps with a sign; arithmetic (``+ - * / //
 %``) on numbers of known type (the widest of them, at least ``int``; ``float`` with a
-``/``, as Python's numeric tower and mypy have it); a tuple (a comma at its depth);
+``/``, as Python's numeric tower and mypy have it) or on sequences (``xs + ys`` of one
+type, ``s * n``, ``"%d" % n``); a tuple (a comma at its depth);
 ``not …``; or a comparison by ``in``/``is`` only (``bool``). Anything else is unknown and
 constrains nothing. A primary can always be extended (``"abc"`` may still
 become ``"abc".count("a")``, an ``int``), so no prefix of an expression is refused: the
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tether.code.value_types import KNOWN
+from tether.code.value_types import known
 
 # What a known value may stand for: mypy's promotions (bool is an int, int a float, …).
 _WIDER = {"bool": ("int", "float", "complex"), "int": ("float", "complex"),
@@ -42,6 +43,7 @@ _COMPARE = frozenset({"==", "!=", "<", ">", "<=", ">="})
 _SIGNS = frozenset({"-", "+", "~"})
 _ARITHMETIC = frozenset({"+", "-", "*", "/", "//", "%"})  # ("**" may give a float or Any)
 _NUMBERS = ("bool", "int", "float", "complex")  # narrowest first
+_SEQUENCES = frozenset({"str", "bytes", "list", "tuple"})  # "+" joins them, "*" repeats
 _ENDS_CHECK = frozenset({"=", ":=", ":"}) | frozenset(
     {"+=", "-=", "*=", "/=", "%=", "@=", "&=", "|=", "^=", "**=", "//=", "<<=", ">>="})
 _OPENERS = frozenset("([{")
@@ -93,6 +95,15 @@ class Signature:
 
 
 @dataclass(frozen=True)
+class Refused:
+    """What a parameter of a builtin callable refuses, everywhere its overloads have it:
+    known values (``"int"``, ``"type:str"``, ``"None"``) — see
+    :mod:`tether.code.builtin_signatures`."""
+
+    values: frozenset[str]
+
+
+@dataclass(frozen=True)
 class ExprCheck:
     """One expression being read where a type is expected.
 
@@ -102,7 +113,7 @@ class ExprCheck:
     what was read at that depth."""
 
     kind: str
-    expected: str | Signature | None
+    expected: str | Signature | Refused | None
     name: str | None
     depth: int
     started: bool = False  # an operand was read
@@ -110,7 +121,8 @@ class ExprCheck:
     sign: bool = False  # a leading unary sign
     leading_not: bool = False
     ops: frozenset[str] = frozenset()  # "comma", "compare", "compare_bool", "opaque", "arith"
-    number: str | None = None  # the widest operand of its arithmetic so far ("?": not one)
+    arith: str | None = None  # the type of its arithmetic so far ("?": unknown)
+    arith_op: str | None = None  # the arithmetic operator waiting for its right operand
 
 
 def step(check: ExprCheck, lexeme: str, depth: int, value: str | None = None
@@ -146,21 +158,30 @@ def step(check: ExprCheck, lexeme: str, depth: int, value: str | None = None
             return replace(check, sign=True)
         return check
     if lexeme in _ARITHMETIC:
-        number = _wider(check.number, value)
-        if lexeme == "/":
-            number = _wider(number, "float")
-        return replace(check, ops=check.ops | {"arith"}, operand_next=True, number=number)
+        return replace(check, ops=check.ops | {"arith"}, operand_next=True,
+                       arith=_arithmetic(check.arith, check.arith_op, value), arith_op=lexeme)
     return replace(check, ops=check.ops | {"opaque"}, operand_next=True)
 
 
-def _wider(number: str | None, value: str | None) -> str:
-    """The type of arithmetic on a number of type ``number`` (``None``: none yet) and
-    one of type ``value`` ("?" if either is no number of known type)."""
-    if value not in _NUMBERS or number == "?":
+def _arithmetic(left: str | None, op: str | None, value: str | None) -> str:
+    """The type of ``left op value`` (``left`` ``None``: ``value`` is the first operand;
+    "?": unknown). Read left to right, which for the types known gives what precedence
+    gives, or "?": numbers give the widest (a float with "/"); a sequence plus one of its
+    type, or times an int, is one; a string's "%" formats."""
+    if left is None:
+        return value if value in _NUMBERS or value in _SEQUENCES else "?"
+    if left == "?" or value is None:
         return "?"
-    if number is None:
-        return value  # type: ignore[return-value]
-    return max(number, value, key=_NUMBERS.index)
+    if left in _NUMBERS and value in _NUMBERS:
+        wider = max(left, value, key=_NUMBERS.index)
+        return max(wider, "float", key=_NUMBERS.index) if op == "/" else wider
+    if op == "+" and left == value and left in _SEQUENCES:
+        return left
+    if op == "*" and {left, value} & _SEQUENCES and {left, value} & {"int", "bool"}:
+        return left if left in _SEQUENCES else value
+    if op == "%" and left in ("str", "bytes"):
+        return left
+    return "?"
 
 
 def expression_type(check: ExprCheck, value: str | None) -> str | None:
@@ -180,18 +201,21 @@ def expression_type(check: ExprCheck, value: str | None) -> str | None:
     if "compare_bool" in ops:
         return "bool"
     if "arith" in ops:
-        number = _wider(check.number, value)
-        return None if number == "?" else "int" if number == "bool" else number
+        arith = _arithmetic(check.arith, check.arith_op, value)
+        return None if arith == "?" else "int" if arith == "bool" else arith
     if check.sign:
         return "int" if value == "bool" else value if value in ("int", "float", "complex") \
             else None
-    return value if value in KNOWN or value == "None" else None
+    return value if known(value) or value == "None" else None
 
 
-def fits(expected: str | Signature, actual: str) -> bool:
-    """Whether a value of the known type ``actual`` (a builtin type's name, or
-    ``"None"``) may stand where ``expected`` is declared (the same, or a function's
-    name: no value of a builtin type is one)."""
+def fits(expected: str | Signature | Refused, actual: str) -> bool:
+    """Whether a value of the known type ``actual`` (a builtin type's name, a class
+    ``"type:str"``, or ``"None"``) may stand where ``expected`` is declared (the same,
+    or a function's name: no value of a builtin type is one), or a builtin's parameter
+    does not refuse it."""
+    if isinstance(expected, Refused):
+        return actual not in expected.values
     return actual == expected or expected in _WIDER.get(actual, ())
 
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tether.code.expected_types import Signature
+from tether.code.builtin_signatures import call_signature
 from tether.code.modules import available_modules, module_info
 from tether.code.scope_tracker import (
     _FREE_LINES,
@@ -55,11 +55,12 @@ from tether.code.scope_tracker import (
     MODULE,
     PENDING,
     REF,
+    STRING,
     STRING_PREFIXES,
     Role,
     ScopeTracker,
 )
-from tether.code.value_types import KNOWN, members
+from tether.code.value_types import known, members
 from tether.engine import bitmask
 from tether.engine.matcher import Forced, StateStackMatcher
 from tether.vocab import Vocabulary
@@ -69,8 +70,8 @@ _RUN = re.compile(rb"[A-Za-z0-9_\x80-\xff]+")
 _LINE_OPENED = re.compile(rb"[\r\n][ \t\f\r\n]*(#[^\r\n]*[\r\n][ \t\f\r\n]*)*[^ \t\f\r\n#]")
 _DIGITS = b"0123456789"
 _OPERATOR_CHARS = frozenset("-+*/%@&|^<>")
-_OPERATOR_FIRST = re.compile(rb"[\s\\]*[-+*/%@&|^<>]")
-_OPERATOR_AFTER_CLOSE = re.compile(rb"[)\]}][)\]}\s\\]*[-+*/%@&|^<>]")
+_OPERATOR_FIRST = re.compile(rb"[\s\\]*[-+*/%@&|^<>(]")  # (or a call)
+_OPERATOR_AFTER_CLOSE = re.compile(rb"[)\]}'\"][)\]}'\"\s\\]*[-+*/%@&|^<>(]")
 _MAX_OUTCOMES = 4096  # cached signatures per vocabulary
 _MAX_ROWS = 256  # cached accepted-prefix rows per vocabulary
 _MAX_MASKS = 2048  # cached whole masks per vocabulary and domain
@@ -103,8 +104,8 @@ class _Shapes:
     semicolon: np.ndarray  # by S id: S holds a ";"
     backtick: np.ndarray  # by S id: S holds a "`"
     call_end: np.ndarray  # by S id: S holds a "," or a ")"
-    operator_first: np.ndarray  # by S id: S opens with a binary operator's character
-    operator_after_close: np.ndarray  # by S id: S closes a bracket, then an operator
+    operator_first: np.ndarray  # by S id: S opens with a binary operator's character or "("
+    operator_after_close: np.ndarray  # by S id: S closes a bracket or string, then one
     variant: np.ndarray  # (kind, L ends in e, L prefixed) as 4 * kind + 2 * e + prefixed
     variant_middles: dict[int, np.ndarray]  # variant -> the S ids its tokens have
 
@@ -900,7 +901,9 @@ class TypesDomain(NameDomain):
 
     @staticmethod
     def count(tracker: ScopeTracker) -> int:
-        return tracker.type_violations
+        """The type violations so far, an operator being read that no ending can make
+        supported included (:meth:`ScopeTracker.operator_doomed`)."""
+        return tracker.type_violations + tracker.operator_doomed()
 
     def settlement(self, here: bool = True) -> bytes:
         """``raise NotImplementedError`` in the body of a function that owes a return
@@ -951,19 +954,22 @@ class TypesDomain(NameDomain):
             # (and a comma may make a tuple that misfits)
             relevant = (relevant | shapes.line_break | shapes.semicolon | shapes.backtick
                         | shapes.call_end)
-        if isinstance(tracker.value_type, Signature) or any(
-                isinstance(b.callee, Signature) for b in tracker.brackets) or (
-                run and isinstance(tracker.value_of(run, tracker.prev == "."), Signature)):
+        if call_signature(tracker.value_type) is not None or any(
+                call_signature(b.callee) is not None for b in tracker.brackets) or (
+                run and call_signature(tracker.value_of(run, tracker.prev == ".")) is not None):
             relevant = relevant | shapes.call_end
         if tracker.owes_return():  # a line's first byte may close the function's body
             relevant = relevant | shapes.line_opened | shapes.backtick
-        # A binary operator after an operand of a known type without its method: right
-        # after a name or a closing bracket (or the name being written), or after a
-        # bracket S closes.
+        # A binary operator after an operand of a known type without its method, or a
+        # call of a builtin type's instance: right after a name, a literal or a closing
+        # bracket (or the name or number being written), or after a bracket or string S
+        # closes.
+        if tracker.mode == CODE and tracker.run_num:
+            return np.ones_like(relevant)  # (S may go on with the number: "3" then ".|")
         if tracker.operand_known() or (
-                run and tracker.value_of(run, tracker.prev == ".") in KNOWN):
+                run and known(tracker.value_of(run, tracker.prev == "."))):
             relevant = relevant | shapes.operator_first
-        if tracker.brackets:
+        if tracker.brackets or tracker.mode == STRING:
             relevant = relevant | shapes.operator_after_close
         return relevant
 

@@ -44,9 +44,11 @@ import builtins
 import keyword
 from dataclasses import dataclass, replace
 
+from tether.code.builtin_signatures import call_signature
 from tether.code.expected_types import (
     VALUE_KEYWORDS,
     ExprCheck,
+    Refused,
     Signature,
     expression_type,
     step,
@@ -54,7 +56,15 @@ from tether.code.expected_types import (
     violates,
 )
 from tether.code.modules import available_modules, module_info
-from tether.code.value_types import KNOWN, annotation_type, builtin_callee, call_result, members
+from tether.code.value_types import (
+    KNOWN,
+    annotation_type,
+    builtin_callee,
+    call_result,
+    known,
+    members,
+    operator_methods,
+)
 
 KEYWORDS = frozenset(keyword.kwlist)
 SOFT_KEYWORDS = frozenset(keyword.softkwlist)
@@ -76,12 +86,13 @@ _AUGMENTED = frozenset({"+=", "-=", "*=", "/=", "%=", "@=", "&=", "|=", "^=", "*
                         "//=", "<<=", ">>="})
 # Binary operators and the method a left operand must have for them (a known builtin
 # type without it is mypy's "unsupported operand"), and the lexemes that end a left
-# operand this checks: a name, a closing bracket (literals are not checked).
+# operand this checks (and a call: "(" after an instance of a builtin type): a name, a
+# closing bracket, a literal.
 _OPERATOR_METHODS = {
     "+": "__add__", "-": "__sub__", "*": "__mul__", "/": "__truediv__",
     "//": "__floordiv__", "%": "__mod__", "**": "__pow__", "@": "__matmul__",
     "<<": "__lshift__", ">>": "__rshift__", "&": "__and__", "|": "__or__", "^": "__xor__"}
-_OPERAND_ENDS = frozenset({"name", ")", "]", "}"})
+_OPERAND_ENDS = frozenset({"name", ")", "]", "}", "num", "str"})
 # What may follow a name in a target list without making it a reference.
 _TARGET_CONTINUE = frozenset({",", ")", "]"})
 _TARGET_LEXEMES = frozenset({",", "=", ")", "]", "(", "[", ".", "*"})
@@ -92,13 +103,19 @@ _STATEMENT_KEYWORDS = frozenset({
 _FIRST_CLAUSE = {"def": "name", "class": "name", "import": "path", "from": "module",
                  "for": "target"}
 # The previous lexemes the tracker tells apart (any other is just "other").
+_SLICED = frozenset({"str", "bytes", "list", "tuple", "range"})  # x[a:b] is an x
+_ITEM = {"str": "str", "bytes": "int", "range": "int"}  # x[i]: what an item is
+
+
 def _bracket_value(br: Bracket, prev: str) -> str | None:
     """The type of the value a closing bracket ends: a call's result, a string's
     subscript, a display."""
     if br.kind == "call":
         return call_result(br.callee)
-    if br.subscript:
-        return "str" if br.callee == "str" else None
+    if br.subscript:  # a slice keeps a sequence's type; an item of a str is a str
+        if br.colon:
+            return br.callee if br.callee in _SLICED else None
+        return _ITEM.get(br.callee)  # type: ignore[arg-type]
     if br.kind != "group":
         return None
     if br.char == "[":
@@ -109,7 +126,7 @@ def _bracket_value(br: Bracket, prev: str) -> str | None:
 
 
 def _number_type(literal: bytes) -> str:
-    low = literal.lower()
+    low = literal.lower().replace(b"_", b"")  # (digit separators)
     if low.endswith(b"j"):
         return "complex"
     if low.startswith((b"0x", b"0b", b"0o")):
@@ -232,8 +249,9 @@ class Bracket:
     used: frozenset[str] = frozenset()  # names used in it, a "for" of it may yet bind
     callee: object = None  # a call's callee, a subscript's value (their types)
     subscript: bool = False
-    colon: bool = False  # a ":" at its level (a dict display)
-    # A call of a function the code defines (callee: its Signature): the positional and
+    colon: bool = False  # a ":" at its level (a dict display, a subscript's slice)
+    # A call of a function the code defines (callee: its Signature) or of a builtin the
+    # stub types (builtin_signatures.call_signature): the positional and
     # keyword arguments read, whether one is unpacked (*xs, **kw: not followed), whether
     # the argument being read is a keyword's, and its check.
     args: int = 0
@@ -650,7 +668,7 @@ class ScopeTracker:
                 info = module_info(chain)
                 if info is not None and info.attributes is not None:
                     return (ATTR, chain)
-            if self.value_type in KNOWN:
+            if known(self.value_type):
                 return (MEMBER, self.value_type)
             return (FREE, "")
         if stmt == "import":
@@ -768,8 +786,8 @@ class ScopeTracker:
         of a value of known type (``"str.upper"``), a declared name, a builtin."""
         if prev_dot:
             owner = self.value_type
-            if owner in KNOWN and name in (members(owner) or ()):
-                return f"{owner}.{name}"
+            if known(owner) and name in (members(owner) or ()):
+                return f"{owner}.{name}"  # ("type:str.join" read off the class)
             return None
         declared = self.declared_type(name)
         if declared is not None or self._binds(name):
@@ -779,7 +797,19 @@ class ScopeTracker:
     def operand_known(self) -> bool:
         """Whether the text ends with an operand whose builtin type is known (a name or a
         closing bracket): a binary operator next is checked against it."""
-        return self.prev in _OPERAND_ENDS and self.value_type in KNOWN
+        return self.prev in _OPERAND_ENDS and known(self.value_type)
+
+    def operator_doomed(self) -> bool:
+        """Whether the operator being read (``+`` may still become ``+=``) follows an
+        operand of known type that supports none of the operators it may end as — an
+        unsupported operand however it ends, a violation already (counted by the Types
+        domain, so the token that writes it is refused, not every token after it)."""
+        op = self.op
+        if self.mode != CODE or not op or not self.operand_known():
+            return False
+        have = operator_methods(self.value_type) or frozenset()  # type: ignore[arg-type]
+        return all(_unsupported(ended, have, self.stmt) for ended in _OPERATORS
+                   if ended.startswith(op))
 
     def declared_type(self, name: str) -> str | None:
         """The known type ``name``'s annotation declares, where it is bound here."""
@@ -1012,7 +1042,8 @@ class ScopeTracker:
         string = (self.quote, self.triple, self.escape, self.quote_run, self.opening,
                   self.string_type, self.fstring, self.brace, self.spec) \
             if self.mode == STRING else None
-        run = (self.run_num, self.run_role) if self.run else None
+        run = (self.run_num, self.run_role, self.run_num and _number_type(self.run)) \
+            if self.run else None
         prev = self.prev if self.prev in _SIGNIFICANT_PREV else "other"
         return (
             self.mode, string, run, self.op, self.line_start, self.col if layout else 0,
@@ -1058,7 +1089,7 @@ class ScopeTracker:
         if pending is None or not self.brackets:
             return None
         top = self.brackets[-1]
-        return pending[0] if isinstance(top.callee, Signature) else None
+        return pending[0] if call_signature(top.callee) is not None else None
 
     def in_function(self, is_async: bool = False) -> bool:
         """Whether the code here is in a function body (``is_async``: the innermost
@@ -1254,9 +1285,13 @@ class ScopeTracker:
         self.chain = chain if lexeme == "." else None
         before = self.value_type
         self.value_type = before if lexeme == "." else None
-        if lexeme in _OPERATOR_METHODS and prev in _OPERAND_ENDS and before in KNOWN and \
-                _OPERATOR_METHODS[lexeme] not in (members(before) or ()):
-            self.type_violations += 1  # mypy: unsupported operand ("range(3) + …")
+        if prev in _OPERAND_ENDS and known(before) and (
+                lexeme in _OPERATOR_METHODS and
+                _OPERATOR_METHODS[lexeme] not in (operator_methods(before) or ()) or
+                lexeme == "(" and before in KNOWN):
+            # mypy: unsupported operand ("range(3) + …"); an instance of a builtin type
+            # called ("xs = []" then "xs(1)": not callable)
+            self.type_violations += 1
         if annotating and self.annotation is not None:
             if depth == self.annotation_depth and (lexeme in (",", "=", ";", ":") or
                                                    lexeme in _CLOSERS):
@@ -1287,7 +1322,7 @@ class ScopeTracker:
             elif top.kind == "params":
                 self.clause = "default"
                 self._start_annotation("param", self.annotated, depth)
-            elif top.char == "{" and not top.colon:
+            elif (top.char == "{" or top.subscript) and not top.colon:
                 self._set_bracket(depth - 1, replace(top, colon=True))
         elif lexeme == "=":
             if top is not None and top.kind == "params":
@@ -1336,8 +1371,9 @@ class ScopeTracker:
         in_target = top is not None and top.in_target
         subscript = char == "[" and after_value
         arg = None
-        if kind == "call" and isinstance(value, Signature):
-            arg = _argument_check(value.positional_type(0), len(self.brackets) + 1)
+        sig = call_signature(value) if kind == "call" else None
+        if sig is not None:
+            arg = _argument_check(sig.positional_type(0), len(self.brackets) + 1)
         self.brackets += (Bracket(char, kind, target=target, in_target=in_target,
                                   targets_from=len(self.targets),
                                   callee=value if kind == "call" or subscript else None,
@@ -1426,8 +1462,8 @@ class ScopeTracker:
         arguments against the parameters. False: not such a call."""
         depth = len(self.brackets)
         top = self.brackets[-1]
-        sig = top.callee
-        if top.kind != "call" or not isinstance(sig, Signature) or any(
+        sig = call_signature(top.callee)
+        if top.kind != "call" or sig is None or any(
                 lam.depth == depth and not lam.body for lam in self.lambdas):
             return False  # (a lambda's parameters: "f(lambda a, b: …)")
         args = top.args
@@ -1448,8 +1484,8 @@ class ScopeTracker:
 
     def _keyword_argument(self, name: str, top: Bracket) -> None:
         """``name=`` in a call: a keyword argument (checked if the callee is known)."""
-        sig = top.callee
-        if not isinstance(sig, Signature):
+        sig = call_signature(top.callee)
+        if sig is None:
             return
         self._set_bracket(len(self.brackets) - 1, replace(
             top, keywords=top.keywords | {name}, keyword=True,
@@ -1847,6 +1883,19 @@ def _complete_definitions(source: str) -> list[str]:
     return out
 
 
+def _unsupported(op: str, have: frozenset[str], stmt: str | None) -> bool:
+    """Whether the operator ``op`` after an operand with the attributes ``have`` is an
+    unsupported operand (a binary operator, or its augmented assignment, whose method it
+    lacks; ``->`` outside a ``def`` cannot be written at all)."""
+    if op == "->":
+        return stmt != "def"
+    if op in _AUGMENTED:
+        base = op[:-1]
+        return f"__i{_OPERATOR_METHODS[base][2:]}" not in have and \
+            _OPERATOR_METHODS[base] not in have
+    return op in _OPERATOR_METHODS and _OPERATOR_METHODS[op] not in have
+
+
 def _signature(header: Header) -> Signature:
     """What calls of the function ``header`` defines see."""
     types = dict(header.types)
@@ -1854,7 +1903,7 @@ def _signature(header: Header) -> Signature:
                            for name, kind in header.order), header.returns)
 
 
-def _argument_check(expected: str | None, depth: int) -> ExprCheck | None:
+def _argument_check(expected: str | Refused | None, depth: int) -> ExprCheck | None:
     return None if expected is None else ExprCheck("arg", expected, None, depth)
 
 

@@ -119,6 +119,7 @@ class FusedConstraint:
         self.syntax: HardDomain | None = None  # the live Syntax plug-in of ``domains``
         self._opening: tuple[int, _Live] | None = None  # checked by _opens_cleanly
         self._debt: tuple[tuple[bytes, ...], int] | None = None  # last settlements, tokens
+        self._excess: tuple[tuple, tuple[int, ...]] | None = None  # see _witness_excess
         if self.phase is not Phase.REASONING:
             self.domains, self.syntax = self._new_domains()
 
@@ -188,13 +189,16 @@ class FusedConstraint:
         """Near the budget's end — when Syntax's completion after ``token_id`` leaves
         fewer than ``WITNESS_ROOM`` of ``k`` tokens spare —, whether that completion
         reads (up to the closing fence, what the settlements will write taken as
-        written) without a new violation of Imports or Types (``trials``: those domains
-        after the token) and, if it owes new names, whether their settlement fits too. A
-        token whose completion in the budget would break them (``def`` with room for no
-        more than a name glued to it: ``defA``; an ``and`` whose right operand cannot be
-        the ``bool`` a return expects) or owe a name there is no room to settle (``(*``
-        then ``A)``) is judged not to fit, and the next decision picks another; with
-        more room, other completions are assumed to exist."""
+        written) with no more violations of Imports or Types (``trials``: those domains
+        after the token) than Syntax's completion from here adds, and, if it owes new
+        names, whether their settlement fits too. A token whose completion in the budget
+        would break them (``def`` with room for no more than a name glued to it:
+        ``defA``; an ``and`` whose right operand cannot be the ``bool`` a return expects)
+        or owe a name there is no room to settle (``(*`` then ``A)``) is judged not to
+        fit, and the next decision picks another; with more room, other completions are
+        assumed to exist. (Where the completion from here already breaks them — an
+        argument of the wrong type whose call only Syntax's completion closes —, tokens
+        that break no more still fit: else none would.)"""
         if trials is None:
             return True
         syntax = self.syntax
@@ -208,22 +212,51 @@ class FusedConstraint:
             syntax.rollback(1)
         if not text:
             return True
-        fence = text.rfind(b"```")
-        text = text[:fence] if fence >= 0 else text
         imports, types = trials
+        here = self._witness_excess(syntax.completion_witness())
         extra = 0
-        for domain in trials:
+        for domain, before in zip(trials, here, strict=True):
             if domain is None:
                 continue
-            after = domain.state.settled(types=domain is types)
-            tracker = after.copy()
-            tracker.feed(text)
-            if domain.count(tracker) != domain.count(after):
+            after, tracker = self._read_witness(domain, domain is types, text)
+            if domain.count(tracker) - domain.count(after) > before:
                 return False
             if domain is imports and not set(tracker.owed_names()) <= set(after.owed_names()):
                 extra = (self._tokens_of(imports.settlement_of(tracker))
                          - self._tokens_of(imports.settlement_of(after)))
         return needed + extra <= k
+
+    def _witness_excess(self, text: bytes) -> tuple[int, ...]:
+        """The violations Syntax's completion from here, ``text``, adds to the live
+        Imports and Types (0 for an absent one), read as :meth:`_settled_fit_after` reads
+        it; kept for the states and text it was read from (a step asks once per token it
+        tries)."""
+        domains = (self._live_imports(), self._live(Domain.TYPES))
+        key = (text,) + tuple(None if d is None else d.state for d in domains)
+        cached = self._excess
+        if cached is not None and cached[0][0] == text and all(
+                a is b for a, b in zip(cached[0][1:], key[1:], strict=True)):
+            return cached[1]
+        excess = []
+        for domain in domains:
+            if domain is None or not text:
+                excess.append(0)
+                continue
+            after, tracker = self._read_witness(domain, domain is domains[1], text)
+            excess.append(domain.count(tracker) - domain.count(after))
+        self._excess = (key, tuple(excess))
+        return self._excess[1]
+
+    @staticmethod
+    def _read_witness(domain: Any, types: bool, text: bytes) -> tuple[Any, Any]:
+        """``domain``'s tracker as the settlements leave it, and that tracker after
+        ``text`` up to its closing fence."""
+        fence = text.rfind(b"```")
+        text = text[:fence] if fence >= 0 else text
+        after = domain.state.settled(types=types)
+        tracker = after.copy()
+        tracker.feed(text)
+        return after, tracker
 
     def _tokens_of(self, text: bytes) -> int:
         return len(self.tokenizer.tokenize(text, special=False)) if text else 0
@@ -237,10 +270,14 @@ class FusedConstraint:
 
     def closing_mask(self) -> np.ndarray:
         """Syntax's tokens on a shortest completion: after them it completes in fewer
-        tokens than now (what a budget's last resort tries first)."""
+        tokens than now, or they begin its shortest completion's text (what a budget's
+        last resort tries first)."""
         if not self._syntax_active():
             return self.free_mask
-        return self.syntax.budget_mask(self.syntax.completion_tokens() - 1)
+        syntax = self.syntax
+        on_witness = self.vocab.prefix_tokens(syntax.completion_witness())
+        return syntax.budget_mask(syntax.completion_tokens() - 1) | \
+            bitmask.from_ids(on_witness, self.vocab.size)
 
     # -- what the code owes at the end (Imports, Types) ----------------------------------
     def settlement(self) -> bytes:

@@ -270,18 +270,22 @@ class Session:
                 mask[token >> 5] &= ~np.uint32(1 << (token & 31))
                 if not mask.any():
                     break  # no allowed token fits: relaxed below
+            if isinstance(self.matcher, FusedConstraint):
+                # Fused tokens within Syntax's budget are checked as many times again for
+                # what their completion breaks or owes (:meth:`_fits` reserves the
+                # settlements owed after each token, which may settle or split less than
+                # what is owed now); then those on a shortest completion of Syntax (they
+                # open nothing new).
+                loose = mask & self.matcher.budget_mask(  # type: ignore[operator]
+                    self.tokens_left - 1, settle=False)  # type: ignore[operator]
+                closing = loose & self.matcher.closing_mask()
+                for candidates in (loose, closing):
+                    choice = self._first_fit(decide, logits, candidates, history)
+                    if choice is not None:
+                        return choice
             fitting = self._budget_filter(mask)  # type: ignore[arg-type]
             if fitting.any():
-                # The budget's mask: Syntax's, the settlements reserved. Fused tokens are
-                # still checked for what their completion breaks or owes, as many times
-                # again; then those on a shortest completion of Syntax (they open nothing
-                # new); then the mask decides.
-                if isinstance(self.matcher, FusedConstraint):
-                    closing = fitting & self.matcher.closing_mask()
-                    for candidates in (fitting, closing):
-                        choice = self._first_fit(decide, logits, candidates, history)
-                        if choice is not None:
-                            return choice
+                # The budget's mask (Syntax's, the settlements reserved) decides.
                 return decide(logits, fitting, history)
             if not isinstance(self.matcher, FusedConstraint):
                 return decide(logits, allowed, history)  # see below

@@ -117,6 +117,13 @@ class Vocabulary:
 
         return TokenTrie.for_vocabulary(self)
 
+    def prefix_tokens(self, data: bytes) -> list[int]:
+        """The non-special tokens whose bytes begin ``data`` (one per length, shortest
+        first)."""
+        ids = self._ids_by_bytes
+        found = (ids.get(data[:n]) for n in range(1, min(len(data), self.max_token_bytes) + 1))
+        return [t for t in found if t is not None]
+
     @cached_property
     def _ids_by_bytes(self) -> dict[bytes, int]:
         ids: dict[bytes, int] = {}
