@@ -439,22 +439,10 @@ def _fused_run(vocab: Vocabulary, text: str, room: int, types: bool = False,
     """A fused Python session (Syntax, Imports; ``types``: and Types) that has read
     ``text`` and has ``room`` tokens left, run to its end on random logits (raised for
     the tokens holding ``favour``: a model keen to close a bracket)."""
-    import tether
-    from tether.fusion import FusionConfig
-    from tether.session import Session, decider, fused_domains
-    from tether.session.policy import compile_for_generation
+    from tether.session import Session, decider
 
-    compiled = compile_for_generation(tether.grammars.python(fenced=True), vocab)
     prefix = _tokens(vocab, text)
-
-    class Pieces:  # the tokenizer fusion asks for
-        def tokenize(self, data: bytes, *, special: bool = False,
-                     add_bos: bool = False) -> list[int]:
-            return _tokens(vocab, data.decode())
-
-    fused = fused_domains(vocab, Pieces(), compiled.matcher(),
-                          FusionConfig(intensity="full_hard"), imports=ImportsDomain(vocab),
-                          types=TypesDomain(vocab) if types else None)
+    fused = _fused(vocab, types)
     session = Session(vocab, fused, decider(vocab, seed=0), max_tokens=len(prefix) + room,
                       tokenize=lambda data: _tokens(vocab, data.decode()))
     for token in prefix:
@@ -519,15 +507,42 @@ def test_a_missing_return_is_settled_at_the_budgets_end(smollm2_vocab):
     assert tracker.violations == 0 and tracker.type_violations == 0
 
 
-def test_a_keyword_glued_into_a_name_does_not_fit_the_budgets_end(smollm2_vocab):
-    """With room for little more than a name, ``def`` fits Syntax (``defA`` is a name)
-    but only as a name nothing binds: it is judged not to fit."""
+def test_a_completion_that_already_breaks_types_leaves_the_tokens_that_break_no_more(
+        smollm2_vocab):
+    """Near the budget's end, where Syntax's completion from here already breaks Types
+    (an argument of the wrong type that only the completion's ``)`` ends), a token whose
+    completion breaks no more still fits (else none would, and the domains were
+    dropped)."""
+    vocab = smollm2_vocab
+    fused = _fused(vocab, types=True)
+    for token in _tokens(vocab, "```python\ndef f(s: str) -> int:\n    return len(s)\n"
+                                "print(f(range(0, 11, "):
+        fused.consume(token)
+    assert fused._witness_excess(fused.syntax.completion_witness()) == (0, 1)
+    assert fused.completes_after(_token_ids(vocab)[b"2"], 6)
+
+
+def test_the_budgets_last_resort_tries_the_tokens_that_begin_syntaxs_completion(
+        smollm2_vocab):
+    """When the model's first choices do not fit, the tokens that begin Syntax's shortest
+    completion are tried before anything is relaxed: ``)))`` closes what it can and
+    leaves the comprehension's settlement room (``))))`` would leave ``max_``
+    undefined)."""
+    session, stop = _fused_run(smollm2_vocab, "```python\ndef f() -> int:\n"
+                               "    return max_prime_factor_factor_factor % 10\n"
+                               "print(max((max_(max_", 31, favour=b"_")
+    assert stop == "constraint_complete"
+    assert not any(s.dropped for s in session.steps), session.text()
+    assert _program_read(session.text()).violations == 0, session.text()
+
+
+def _fused(vocab: Vocabulary, types: bool = False):
+    """Fused Python domains (Syntax, Imports; ``types``: and Types) on ``vocab``."""
     import tether
     from tether.fusion import FusionConfig
     from tether.session import fused_domains
     from tether.session.policy import compile_for_generation
 
-    vocab = smollm2_vocab
     compiled = compile_for_generation(tether.grammars.python(fenced=True), vocab)
 
     class Pieces:
@@ -535,8 +550,16 @@ def test_a_keyword_glued_into_a_name_does_not_fit_the_budgets_end(smollm2_vocab)
                      add_bos: bool = False) -> list[int]:
             return _tokens(vocab, data.decode())
 
-    fused = fused_domains(vocab, Pieces(), compiled.matcher(),
-                          FusionConfig(intensity="full_hard"), imports=ImportsDomain(vocab))
+    return fused_domains(vocab, Pieces(), compiled.matcher(),
+                         FusionConfig(intensity="full_hard"), imports=ImportsDomain(vocab),
+                         types=TypesDomain(vocab) if types else None)
+
+
+def test_a_keyword_glued_into_a_name_does_not_fit_the_budgets_end(smollm2_vocab):
+    """With room for little more than a name, ``def`` fits Syntax (``defA`` is a name)
+    but only as a name nothing binds: it is judged not to fit."""
+    vocab = smollm2_vocab
+    fused = _fused(vocab)
     for token in _tokens(vocab, "```python\nx = 1\n"):
         fused.consume(token)
     def_token = _token_ids(vocab)[b"def"]

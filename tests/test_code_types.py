@@ -150,6 +150,13 @@ EXPECTATIONS = [
     ("j = ' '.join(3)\n", True), ("print(1, 'a', sep='', end='')\n", False),
     ("def f(x: float):\n    return len(x)\n", True),
     ("def f(len):\n    return len(1.5)\n", False),  # a parameter shadows the builtin
+    # a "for" statement's one-name target: its iterable's element type
+    ("for i in range(3):\n    i.upper()\n", True), ("for c in 'ab':\n    c.upper()\n", False),
+    ("def f(s: str) -> None:\n    for c in s:\n        n = len(c) + c.foo\n", True),
+    ("for b in b'ab':\n    len(b)\n", True), ("for i in range(3):\n    pass\ni = 'a'\n", True),
+    ("for i, j in range(3):\n    i.upper()\n", False),  # a target list: unknown
+    ("def f(n):\n    for i in range(n):\n        i.upper()\n", False),  # unchecked body
+    ("for x in [1]:\n    x.upper()\n", False),  # a list's element: unknown
 ]
 
 

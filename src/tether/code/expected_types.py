@@ -108,9 +108,10 @@ class ExprCheck:
     """One expression being read where a type is expected.
 
     ``kind``: ``"return"``, ``"assign"`` (``expected`` declared), ``"arg"`` (a call's
-    argument) or ``"infer"`` (a first assignment: its type, if known, becomes
-    ``name``'s). ``depth``: the bracket depth the expression is at. The rest summarises
-    what was read at that depth."""
+    argument), ``"infer"`` (a first assignment: its type, if known, becomes ``name``'s)
+    or ``"iterate"`` (a ``for`` statement's iterable: its element's type becomes the
+    target ``name``'s). ``depth``: the bracket depth the expression is at. The rest
+    summarises what was read at that depth."""
 
     kind: str
     expected: str | Signature | Refused | None

@@ -105,6 +105,7 @@ _FIRST_CLAUSE = {"def": "name", "class": "name", "import": "path", "from": "modu
 # The previous lexemes the tracker tells apart (any other is just "other").
 _SLICED = frozenset({"str", "bytes", "list", "tuple", "range"})  # x[a:b] is an x
 _ITEM = {"str": "str", "bytes": "int", "range": "int"}  # x[i]: what an item is
+_ELEMENTS = _ITEM  # for x in …: what x is
 
 
 def _bracket_value(br: Bracket, prev: str) -> str | None:
@@ -336,6 +337,7 @@ class ScopeTracker:
         self.header: Header | None = None
         self.decorated = False  # decorator lines were read for the coming statement
         self.check: ExprCheck | None = None  # an expression that must have a known type
+        self.loop_target: str | None = None  # a "for" statement's target, a single name
         self.last_name: str | None = None  # the name the text ends with, if it does
         self.starred = False  # the "*" the text ends with starts an item ("a, *b = …")
         self.called: frozenset[str] = frozenset()  # names the code calls (name "(")
@@ -756,6 +758,8 @@ class ScopeTracker:
                 self.pending = (name, role[1])
         elif kind == BIND and role[1] != "from":
             self._bind_as(name, role[1])
+        if self.stmt == "for" and self.clause == "target":
+            self.loop_target = name if self.prev == "for" else None
         self._after_name(name, role, prev_dot)
 
     def _after_name(self, name: str, role: Role, prev_dot: bool) -> None:
@@ -1065,7 +1069,7 @@ class ScopeTracker:
             bool(module.obligations - module.bound - BUILTIN_NAMES),
             None if self.header is None else (self.header.kind, self.header.decorated,
                                               self.header.indent),
-            _unnamed(self.check), self.decorated,
+            _unnamed(self.check), self.loop_target is not None, self.decorated,
             None if self.annotation is None else (
                 annotation_type(self.annotation), bool(self.annotation), self.annotation_kind,
                 self.annotation_depth, self.annotated is not None),
@@ -1220,6 +1224,7 @@ class ScopeTracker:
                 self._set_bracket(depth - 1, replace(self.brackets[-1], in_target=False))
             elif not depth and stmt == "for" and self.clause == "target":
                 self.clause = "iter"
+                self.check = self._iteration_check()
         elif word == "as":
             if stmt == "import" and self.clause == "path":
                 self.alias_of = ".".join(self.path)
@@ -1266,6 +1271,11 @@ class ScopeTracker:
         name, self.last_name = self.last_name, None
         if lexeme == "(" and name is not None and self.prev == "name":
             self.called |= {name}
+        if self.stmt == "for" and self.clause == "target":
+            self.loop_target = None  # a target list, not one name
+        elif lexeme == ":" and not self.brackets and self.check is not None and \
+                self.check.kind == "iterate":
+            self._end_check(self.value_type)  # the iterable of "for x in …:"
         ended = lexeme in (",", ")") and bool(self.brackets) and self._end_argument(lexeme)
         self._step_checks(lexeme, argument=not ended)  # (not a check it starts: "x = …")
         if self.pending is not None:
@@ -1401,6 +1411,16 @@ class ScopeTracker:
             return None
         return ExprCheck("return", scope.returns, None, len(self.brackets))
 
+    def _iteration_check(self) -> ExprCheck | None:
+        """The check of a ``for`` statement's iterable whose target is one name of no
+        known type yet in this scope: its element's type becomes the name's (``for i in
+        range(n)``: an ``int``, as mypy infers it)."""
+        name, self.loop_target = self.loop_target, None
+        scope = self._checked_scope()
+        if name is None or scope is None or any(bound == name for bound, _ in scope.types):
+            return None
+        return ExprCheck("iterate", None, name, 0)
+
     def _assignment_check(self, name: str) -> ExprCheck | None:
         """The check of ``name = …`` as a statement: against the type ``name`` has in
         this scope, or recording it when this is its first binding here."""
@@ -1426,6 +1446,10 @@ class ScopeTracker:
             inferred = expression_type(check, value)
             if inferred is not None and inferred != "None":
                 self._declare(check.name, inferred)
+        elif check.kind == "iterate" and check.name is not None:
+            element = _ELEMENTS.get(expression_type(check, value))  # type: ignore[arg-type]
+            if element is not None:
+                self._declare(check.name, element)
 
     def _define(self, name: str) -> None:
         """A ``def``/``class`` name: defining it again in the same block, neither one
@@ -1608,6 +1632,7 @@ class ScopeTracker:
 
     def _statement_start(self) -> None:
         self.check = None
+        self.loop_target = None
         self.stmt, self.clause = None, ""
         self.seg_target, self.first_lexeme = True, True
         self.assigned = frozenset()
