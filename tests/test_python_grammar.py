@@ -18,7 +18,9 @@ from __future__ import annotations
 import ast
 import importlib.util
 import io
+import itertools
 import tokenize
+import warnings
 from pathlib import Path
 
 import pytest
@@ -227,6 +229,30 @@ def test_corpus_is_large_and_mixed() -> None:
 def test_accepts_exactly_what_ast_parse_accepts(python) -> None:
     disagree = [(text, _ast_accepts(text)) for text in CORPUS
                 if python.check(text).matches != _ast_accepts(text)]
+    assert disagree == []
+
+
+_BODIES = ["a", "\\x20", "\\x2", "\\x", "\\u0041", "\\u004", "\\U0001F600", "\\U0001F60",
+           "\\N{EN DASH}", "\\N{", "\\q", "\\\\", "\\'", '\\"', "é", "\\é", "a\\\nb", "\\\r\nb",
+           '"', "'", "\n"]
+
+
+def test_string_escapes_as_python_reads_them(python) -> None:
+    """Every prefix, quote and escape (complete or cut short: a budget's end may close a
+    string right after ``\\x``) is accepted exactly when ``ast.parse`` accepts it (an
+    f-string's braces aside: its replacement fields are not read)."""
+    disagree = []
+    for prefix, body, quote in itertools.product(
+            ["", "r", "b", "rb", "f", "u", "Rb", "bR", "F", "fr"], _BODIES,
+            ["'", '"', "'''", '"""']):
+        if "f" in prefix.lower() and "{" in body:
+            continue
+        text = f"x = {prefix}{quote}{body}{quote}\n"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escapes warn (and are valid)
+            expected = _ast_accepts(text)
+        if python.check(text).matches != expected:
+            disagree.append(text)
     assert disagree == []
 
 
