@@ -31,7 +31,8 @@ expression's depth makes a tuple for good, refused at the comma where none fits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from tether.code.value_types import known
 
@@ -48,6 +49,19 @@ _ENDS_CHECK = frozenset({"=", ":=", ":"}) | frozenset(
     {"+=", "-=", "*=", "/=", "%=", "@=", "&=", "|=", "^=", "**=", "//=", "<<=", ">>="})
 _OPENERS = frozenset("([{")
 VALUE_KEYWORDS = {"True": "bool", "False": "bool", "None": "None"}
+
+
+_Frozen = TypeVar("_Frozen")
+
+
+def with_fields(record: _Frozen, **changes: Any) -> _Frozen:
+    """A copy of the frozen dataclass ``record`` with ``changes`` (what
+    ``dataclasses.replace`` does, without re-running ``__init__``: the tracker makes
+    such copies for every lexeme it reads, several times per mask)."""
+    copy = object.__new__(type(record))
+    copy.__dict__.update(record.__dict__)
+    copy.__dict__.update(changes)
+    return copy
 
 
 @dataclass(frozen=True)
@@ -137,31 +151,31 @@ def step(check: ExprCheck, lexeme: str, depth: int, value: str | None = None
     if lexeme in ("name", "num", "str") or lexeme in VALUE_KEYWORDS or lexeme in _OPENERS:
         if not check.operand_next:  # a call, a subscript, "a" "b": the same primary
             return check
-        return replace(check, started=True, operand_next=False)
+        return with_fields(check, started=True, operand_next=False)
     if lexeme in (".", ";"):  # a member; the statement's end (read by the tracker)
         return check
     if lexeme in _ENDS_CHECK:
         return None
     if lexeme == ",":
-        return replace(check, ops=check.ops | {"comma"}, operand_next=True)
+        return with_fields(check, ops=check.ops | {"comma"}, operand_next=True)
     if lexeme == "not":
         if check.operand_next and not check.started:
-            return replace(check, leading_not=True)
+            return with_fields(check, leading_not=True)
         if check.operand_next:
             return check  # "a is not b", "x and not y"
-        return replace(check, ops=check.ops | {"compare_bool"}, operand_next=True)  # not in
+        return with_fields(check, ops=check.ops | {"compare_bool"}, operand_next=True)  # not in
     if lexeme in _COMPARE_BOOL:
-        return replace(check, ops=check.ops | {"compare_bool"}, operand_next=True)
+        return with_fields(check, ops=check.ops | {"compare_bool"}, operand_next=True)
     if lexeme in _COMPARE:
-        return replace(check, ops=check.ops | {"compare"}, operand_next=True)
+        return with_fields(check, ops=check.ops | {"compare"}, operand_next=True)
     if lexeme in _SIGNS and check.operand_next:
         if not check.started and not check.ops:
-            return replace(check, sign=True)
+            return with_fields(check, sign=True)
         return check
     if lexeme in _ARITHMETIC:
-        return replace(check, ops=check.ops | {"arith"}, operand_next=True,
+        return with_fields(check, ops=check.ops | {"arith"}, operand_next=True,
                        arith=_arithmetic(check.arith, check.arith_op, value), arith_op=lexeme)
-    return replace(check, ops=check.ops | {"opaque"}, operand_next=True)
+    return with_fields(check, ops=check.ops | {"opaque"}, operand_next=True)
 
 
 def _arithmetic(left: str | None, op: str | None, value: str | None) -> str:

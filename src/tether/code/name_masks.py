@@ -70,7 +70,8 @@ _RUN = re.compile(rb"[A-Za-z0-9_\x80-\xff]+")
 _LINE_OPENED = re.compile(rb"[\r\n][ \t\f\r\n]*(#[^\r\n]*[\r\n][ \t\f\r\n]*)*[^ \t\f\r\n#]")
 _DIGITS = b"0123456789"
 _OPERATOR_CHARS = frozenset("-+*/%@&|^<>")
-_OPERATOR_FIRST = re.compile(rb"[\s\\]*[-+*/%@&|^<>(]")  # (or a call)
+# (or a call; after a number being written, "." may end it first: "3" then ".|")
+_OPERATOR_FIRST = re.compile(rb"\.?[\s\\]*[-+*/%@&|^<>(]")
 _OPERATOR_AFTER_CLOSE = re.compile(rb"[)\]}'\"][)\]}'\"\s\\]*[-+*/%@&|^<>(]")
 _MAX_OUTCOMES = 4096  # cached signatures per vocabulary
 _MAX_ROWS = 256  # cached accepted-prefix rows per vocabulary
@@ -964,9 +965,7 @@ class TypesDomain(NameDomain):
         # call of a builtin type's instance: right after a name, a literal or a closing
         # bracket (or the name or number being written), or after a bracket or string S
         # closes.
-        if tracker.mode == CODE and tracker.run_num:
-            return np.ones_like(relevant)  # (S may go on with the number: "3" then ".|")
-        if tracker.operand_known() or (
+        if tracker.operand_known() or (tracker.mode == CODE and tracker.run_num) or (
                 run and known(tracker.value_of(run, tracker.prev == "."))):
             relevant = relevant | shapes.operator_first
         if tracker.brackets or tracker.mode == STRING:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import ast
 import builtins
 import keyword
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tether.code.builtin_signatures import call_signature
 from tether.code.expected_types import (
@@ -54,6 +54,7 @@ from tether.code.expected_types import (
     step,
     tuple_refused,
     violates,
+    with_fields,
 )
 from tether.code.modules import available_modules, module_info
 from tether.code.value_types import (
@@ -270,7 +271,7 @@ class Bracket:
         """The bracket once the iterable being read ends: its clause's targets bound."""
         if not self.clause_bound:
             return self
-        return replace(self, bound=self.targets, clause_bound=frozenset())
+        return with_fields(self, bound=self.targets, clause_bound=frozenset())
 
     @property
     def comp_capable(self) -> bool:
@@ -371,7 +372,7 @@ class ScopeTracker:
         theirs = other.scopes[0]
         mine = self.scopes[0]
         self._visible = self._owed = self._comp_owed = None
-        self.scopes = (replace(mine, bound=mine.bound | theirs.bound,
+        self.scopes = (with_fields(mine, bound=mine.bound | theirs.bound,
                                modules=mine.modules + theirs.modules,
                                star=mine.star or theirs.star,
                                types=mine.types + theirs.types,
@@ -627,7 +628,7 @@ class ScopeTracker:
         self.indent = col
         s = self.scopes[-1]
         if s.body_col < 0 and s.kind != "module" and col > s.indent:
-            self._set_scope(len(self.scopes) - 1, replace(s, body_col=col))
+            self._set_scope(len(self.scopes) - 1, with_fields(s, body_col=col))
 
     def _flush_op(self) -> None:
         op = self.op
@@ -809,7 +810,7 @@ class ScopeTracker:
         unsupported operand however it ends, a violation already (counted by the Types
         domain, so the token that writes it is refused, not every token after it)."""
         op = self.op
-        if self.mode != CODE or not op or not self.operand_known():
+        if not op or self.mode != CODE or not self.operand_known():
             return False
         have = operator_methods(self.value_type) or frozenset()  # type: ignore[arg-type]
         return all(_unsupported(ended, have, self.stmt) for ended in _OPERATORS
@@ -942,12 +943,12 @@ class ScopeTracker:
         for j in range(len(self.brackets) - 1, -1, -1):
             br = self.brackets[j]
             if br.binds_later:
-                self._set_bracket(j, replace(br, used=br.used | {name}))
+                self._set_bracket(j, with_fields(br, used=br.used | {name}))
                 return
         i = len(self.scopes) - 1
         s = self.scopes[i]
         if s.kind == "function" and name not in s.bound and name not in s.referenced:
-            self._set_scope(i, replace(s, referenced=s.referenced | {name}))
+            self._set_scope(i, with_fields(s, referenced=s.referenced | {name}))
 
     def _wait(self, names, below: int) -> None:
         """Unresolved names wait on the innermost of ``brackets[:below]`` that may still
@@ -955,7 +956,7 @@ class ScopeTracker:
         for i in range(below - 1, -1, -1):
             br = self.brackets[i]
             if br.binds_later:
-                self._set_bracket(i, replace(br, waiting=br.waiting | set(names)))
+                self._set_bracket(i, with_fields(br, waiting=br.waiting | set(names)))
                 return
         self._unresolved(names)
 
@@ -988,11 +989,11 @@ class ScopeTracker:
         for i in range(len(self.scopes) - 1, 0, -1):
             if self.scopes[i].kind == "function":
                 s = self.scopes[i]
-                self._set_scope(i, replace(s, inherited=s.inherited | {name}) if in_lambda
-                                else replace(s, obligations=s.obligations | {name}))
+                self._set_scope(i, with_fields(s, inherited=s.inherited | {name}) if in_lambda
+                                else with_fields(s, obligations=s.obligations | {name}))
                 return
         s = self.scopes[0]
-        self._set_scope(0, replace(s, obligations=s.obligations | {name}))
+        self._set_scope(0, with_fields(s, obligations=s.obligations | {name}))
 
     def resolves(self, name: str) -> bool:
         """Whether ``name`` refers to something bound in reach now."""
@@ -1125,23 +1126,23 @@ class ScopeTracker:
             for i in range(len(self.brackets) - 1, -1, -1):
                 br = self.brackets[i]
                 if br.comp:
-                    self._set_bracket(i, replace(br, clause_bound=br.clause_bound | {name}))
+                    self._set_bracket(i, with_fields(br, clause_bound=br.clause_bound | {name}))
                     return
         if where == "lambda":
             lam = self.lambdas[-1]
-            self.lambdas = self.lambdas[:-1] + (replace(lam, params=lam.params | {name}),)
+            self.lambdas = self.lambdas[:-1] + (with_fields(lam, params=lam.params | {name}),)
             return
         if where == "param":
             header = self.header
             if header is not None:
                 kind = self.prev if self.prev in ("*", "**") else \
                     "kw" if header.keyword_only else "pos"
-                header = replace(header, params=header.params | {name},
+                header = with_fields(header, params=header.params | {name},
                                  order=header.order + ((name, kind),),
                                  keyword_only=header.keyword_only or kind == "*")
                 star = {"*": "tuple", "**": "dict"}.get(self.prev)
                 if star is not None:  # "*args: int" is a tuple of ints whatever it says
-                    header = replace(header, types=header.types + ((name, star),))
+                    header = with_fields(header, types=header.types + ((name, star),))
                 self.header = header
                 self.annotated = None if star else name
             return
@@ -1152,7 +1153,7 @@ class ScopeTracker:
             self._define(name)
             self.clause = "named"
             if self.header is not None:
-                self.header = replace(self.header, name=name)
+                self.header = with_fields(self.header, name=name)
         self._bind(name)
 
     def _assign(self, name: str) -> None:
@@ -1172,7 +1173,7 @@ class ScopeTracker:
         modules = tuple(p for p in s.modules if p[0] != name)
         if module is not None:
             modules += ((name, module),)
-        self._set_scope(i, replace(s, bound=s.bound | {name}, modules=modules))
+        self._set_scope(i, with_fields(s, bound=s.bound | {name}, modules=modules))
 
     def _set_scope(self, i: int, scope: Scope) -> None:
         self.scopes = self.scopes[:i] + (scope,) + self.scopes[i + 1:]
@@ -1214,14 +1215,14 @@ class ScopeTracker:
             # are references its "for" may bind.
             held = frozenset(self.targets[top.targets_from:])
             self.targets = self.targets[:top.targets_from]
-            self._set_bracket(depth - 1, replace(top, comp=True, in_target=True, target=False,
+            self._set_bracket(depth - 1, with_fields(top, comp=True, in_target=True, target=False,
                                                  waiting=top.waiting | held))
         elif word == "if" and depth and self.brackets[-1].comp:
             # a comprehension's condition: the iterable before it has ended
             self._set_bracket(depth - 1, self.brackets[-1].clause_ended())
         elif word == "in":
             if depth and self.brackets[-1].in_target:
-                self._set_bracket(depth - 1, replace(self.brackets[-1], in_target=False))
+                self._set_bracket(depth - 1, with_fields(self.brackets[-1], in_target=False))
             elif not depth and stmt == "for" and self.clause == "target":
                 self.clause = "iter"
                 self.check = self._iteration_check()
@@ -1251,7 +1252,7 @@ class ScopeTracker:
         """A return, raise or yield in the innermost function's body: it owes none."""
         i = len(self.scopes) - 1
         if self.scopes[i].owes_return:
-            self._set_scope(i, replace(self.scopes[i], owes_return=False))
+            self._set_scope(i, with_fields(self.scopes[i], owes_return=False))
 
     def _statement_lexeme(self, lexeme: str) -> None:
         """A target list ends where a lexeme that no target may hold comes: its names
@@ -1324,7 +1325,7 @@ class ScopeTracker:
         elif lexeme == ":":
             if self.lambdas and self.lambdas[-1].depth == depth and not self.lambdas[-1].body:
                 lam = self.lambdas[-1]
-                self.lambdas = self.lambdas[:-1] + (replace(lam, body=True),)
+                self.lambdas = self.lambdas[:-1] + (with_fields(lam, body=True),)
             elif top is None:
                 self.lambdas = ()
                 if stmt in _HEADERS:
@@ -1333,7 +1334,7 @@ class ScopeTracker:
                 self.clause = "default"
                 self._start_annotation("param", self.annotated, depth)
             elif (top.char == "{" or top.subscript) and not top.colon:
-                self._set_bracket(depth - 1, replace(top, colon=True))
+                self._set_bracket(depth - 1, with_fields(top, colon=True))
         elif lexeme == "=":
             if top is not None and top.kind == "params":
                 self.clause = "default"
@@ -1351,9 +1352,9 @@ class ScopeTracker:
             self._star_import()
         elif lexeme in ("*", "**") and top is not None and prev in ("(", ","):
             if top.kind == "params" and lexeme == "*" and self.header is not None:
-                self.header = replace(self.header, keyword_only=True)  # a bare "*" too
+                self.header = with_fields(self.header, keyword_only=True)  # a bare "*" too
             elif top.kind == "call":
-                self._set_bracket(depth - 1, replace(top, unpacked=True, arg=None))
+                self._set_bracket(depth - 1, with_fields(top, unpacked=True, arg=None))
         elif lexeme == "." and stmt == "from" and clause == "module" and \
                 prev in ("from", "."):
             self.relative = True
@@ -1396,7 +1397,7 @@ class ScopeTracker:
         self.annotation, self.annotated = (), name
         self.annotation_kind, self.annotation_depth = kind, depth
         if kind != "assign" and self.header is not None:
-            self.header = replace(self.header, typed=True)
+            self.header = with_fields(self.header, typed=True)
 
     # -- expected types ----------------------------------------------------------------------
     def _checked_scope(self) -> Scope | None:
@@ -1462,7 +1463,7 @@ class ScopeTracker:
             return
         i = len(self.scopes) - 1
         s = self.scopes[i]
-        self._set_scope(i, replace(s, defined=s.defined + ((name, header.indent),)))
+        self._set_scope(i, with_fields(s, defined=s.defined + ((name, header.indent),)))
 
     def _step_checks(self, lexeme: str, argument: bool = True) -> None:
         """Follow the expressions being checked with a lexeme: the statement's and (with
@@ -1478,7 +1479,7 @@ class ScopeTracker:
             if top.arg is not None:
                 arg = step(top.arg, lexeme, depth, self.value_type)
                 if arg is not top.arg:
-                    self._set_bracket(depth - 1, replace(top, arg=arg))
+                    self._set_bracket(depth - 1, with_fields(top, arg=arg))
 
     def _end_argument(self, lexeme: str) -> bool:
         """A "," or ")" in a call of a function the code defines: the argument read ends
@@ -1497,13 +1498,13 @@ class ScopeTracker:
             if not top.keyword and not top.unpacked:
                 args += 1
         if lexeme == ",":
-            self._set_bracket(depth - 1, replace(
+            self._set_bracket(depth - 1, with_fields(
                 top, args=args, keyword=False,
                 arg=_argument_check(sig.positional_type(args), depth)))
             return True
         if not top.unpacked and not top.comp and sig.refuses(args, top.keywords):
             self.type_violations += 1
-        self._set_bracket(depth - 1, replace(top, args=args, arg=None))
+        self._set_bracket(depth - 1, with_fields(top, args=args, arg=None))
         return True
 
     def _keyword_argument(self, name: str, top: Bracket) -> None:
@@ -1511,7 +1512,7 @@ class ScopeTracker:
         sig = call_signature(top.callee)
         if sig is None:
             return
-        self._set_bracket(len(self.brackets) - 1, replace(
+        self._set_bracket(len(self.brackets) - 1, with_fields(
             top, keywords=top.keywords | {name}, keyword=True,
             arg=_argument_check(sig.keyword_type(name), len(self.brackets))))
 
@@ -1522,7 +1523,7 @@ class ScopeTracker:
             return
         name, kind = header.order[-1]
         if kind in ("pos", "kw"):
-            self.header = replace(header, order=header.order[:-1] + (
+            self.header = with_fields(header, order=header.order[:-1] + (
                 (name, "opt" if kind == "pos" else "kwopt"),))
 
     def redefines(self, name: str) -> bool:
@@ -1541,11 +1542,11 @@ class ScopeTracker:
         name, kind = self.annotated, self.annotation_kind
         self.annotation, self.annotated = None, None
         if kind == "return" and self.header is not None:
-            self.header = replace(self.header, returns=declared)
+            self.header = with_fields(self.header, returns=declared)
         if declared is None:
             return None
         if kind == "param" and self.header is not None and name is not None:
-            self.header = replace(self.header, types=self.header.types + ((name, declared),))
+            self.header = with_fields(self.header, types=self.header.types + ((name, declared),))
         elif kind == "assign" and name is not None:
             self._declare(name, declared)
             return name
@@ -1556,7 +1557,7 @@ class ScopeTracker:
         i = len(self.scopes) - 1
         s = self.scopes[i]
         types = tuple(p for p in s.types if p[0] != name) + ((name, declared),)
-        self._set_scope(i, replace(s, types=types))
+        self._set_scope(i, with_fields(s, types=types))
 
     def _comma(self, top: Bracket | None, depth: int) -> None:
         if top is not None:
@@ -1565,7 +1566,7 @@ class ScopeTracker:
             if not top.comp and not top.in_target:
                 if top.waiting - top.targets:
                     self._wait(sorted(top.waiting - top.targets), depth - 1)
-                self._set_bracket(depth - 1, replace(top, comma=True, waiting=frozenset(),
+                self._set_bracket(depth - 1, with_fields(top, comma=True, waiting=frozenset(),
                                                      used=frozenset()))
                 for name in sorted(top.used):  # no "for" can follow a comma here
                     self._note_reference(name)
@@ -1590,7 +1591,7 @@ class ScopeTracker:
                     self._bind(name)
         else:
             s = self.scopes[-1]
-            self._set_scope(len(self.scopes) - 1, replace(s, star=True))
+            self._set_scope(len(self.scopes) - 1, with_fields(s, star=True))
 
     def _close_bracket(self) -> None:
         br = self.brackets[-1].clause_ended()
@@ -1612,7 +1613,7 @@ class ScopeTracker:
         i = len(self.scopes) - 1
         s = self.scopes[i]
         if any(col > self.indent for _, col in s.defined):
-            self._set_scope(i, replace(s, defined=tuple(d for d in s.defined
+            self._set_scope(i, with_fields(s, defined=tuple(d for d in s.defined
                                                          if d[1] <= self.indent)))
         header = self.header
         if header is not None and header.kind == "def" and header.name is not None and \
@@ -1708,10 +1709,10 @@ class ScopeTracker:
         for i in range(len(self.scopes) - 1, 0, -1):
             outer = self.scopes[i]
             if outer.kind == "function":
-                self._set_scope(i, replace(outer, inherited=outer.inherited | rest))
+                self._set_scope(i, with_fields(outer, inherited=outer.inherited | rest))
                 return
         module = self.scopes[0]
-        self._set_scope(0, replace(module, obligations=module.obligations | rest))
+        self._set_scope(0, with_fields(module, obligations=module.obligations | rest))
 
     # -- the end of the program -----------------------------------------------------------------
     def end_program(self) -> None:
@@ -1789,7 +1790,7 @@ class ScopeTracker:
                                if twin._unbound_yet(n) or not (deferred or outer))
                 owed += names
                 twin._set_bracket(len(twin.brackets) - 1,
-                                  replace(top, bound=top.bound | set(names)))
+                                  with_fields(top, bound=top.bound | set(names)))
             if not every:
                 break
             twin._close_bracket()
@@ -1804,11 +1805,11 @@ class ScopeTracker:
         for i, br in enumerate(twin.brackets):
             names = (br.waiting - br.targets) & owed
             if names and br.comp_capable:
-                twin._set_bracket(i, replace(br, bound=br.bound | names))
+                twin._set_bracket(i, with_fields(br, bound=br.bound | names))
         if types:
             for i, scope in enumerate(twin.scopes):
                 if scope.owes_return:
-                    twin._set_scope(i, replace(scope, owes_return=False))
+                    twin._set_scope(i, with_fields(scope, owes_return=False))
         return twin
 
     def quiet(self) -> bool:
@@ -1935,4 +1936,4 @@ def _argument_check(expected: str | Refused | None, depth: int) -> ExprCheck | N
 def _unnamed(check: ExprCheck | None) -> ExprCheck | None:
     """``check`` as a signature holds it (the name only says where an inferred type is
     recorded, which no piece of text without identifiers reads)."""
-    return check if check is None or check.name is None else replace(check, name=None)
+    return check if check is None or check.name is None else with_fields(check, name=None)

@@ -28,6 +28,7 @@ def known(value: object) -> bool:
                               and value[len(CLASS):] in KNOWN)
 
 
+@functools.cache
 def members(type_name: str) -> frozenset[str] | None:
     """The attributes of a value of known type (``None`` for any other name): an
     instance's are its class's, a class's also its metaclass's (``str.mro``)."""
@@ -39,6 +40,7 @@ def members(type_name: str) -> frozenset[str] | None:
     return frozenset(dir(getattr(builtins, type_name)))
 
 
+@functools.cache
 def operator_methods(value: str) -> frozenset[str] | None:
     """The attributes an operator looks up on a value of known type: its type's — for
     a class its metaclass's (``str | None`` is ``type.__or__``; ``str + 1`` has none)."""
