@@ -71,6 +71,7 @@ EXPECTATIONS = [
     ("def f(x: list) -> list:\n    return x[1:] + x[:-1]\n", False),  # slices
     ("def f(x: str) -> int:\n    return 2 + 3 * x\n", True),  # (int + str: an error anyway)
     ("def f(x: range) -> int:\n    return x[1:2]\n", True),  # a range's slice: a range
+    ("def f(x: range) -> int:\n    return x[1:2, :3]\n", False),  # a tuple index: unknown
     ("def f(x: bytes) -> int:\n    return x[0] + len(x[1:])\n", False),
     ("def f(x: int) -> bool:\n    return x in [1]\n", False),
     ("def f(x: int) -> str:\n    return not x\n", True),

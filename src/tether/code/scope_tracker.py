@@ -115,6 +115,8 @@ def _bracket_value(br: Bracket, prev: str) -> str | None:
     if br.kind == "call":
         return call_result(br.callee)
     if br.subscript:  # a slice keeps a sequence's type; an item of a str is a str
+        if br.comma:
+            return None  # a tuple of indices ("r[:2, :2]": an error for a range)
         if br.colon:
             return br.callee if br.callee in _SLICED else None
         return _ITEM.get(br.callee)  # type: ignore[arg-type]
