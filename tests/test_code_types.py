@@ -339,7 +339,7 @@ def test_masks_are_their_definition_where_types_are_checked(smollm2_vocab, smoll
 
 
 @pytest.mark.parametrize("prefix, refused, kept", [
-    ("def f(x: int) -> int:\n    return 'a'", [b"\n", b";"], [b".", b" +", b"["]),
+    ("def f(x: int) -> int:\n    return 'a'", [b"\n", b";", b" #", b"#"], [b".", b" +", b"["]),
     ("def f(x: int) -> int:\n    return", [b"\n"], [b" x", b" len"]),
     ("def f(): pass\ndef f", [b"(", b"():"], [b"oo", b"_"]),
     ("count = 0\ncount = 'a'", [b"\n"], [b".", b" *"]),

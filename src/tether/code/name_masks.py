@@ -103,6 +103,7 @@ class _Shapes:
     tail_middle: np.ndarray  # by S id: some token has a T after it
     dot_middle: np.ndarray  # by S id: S holds a "."
     semicolon: np.ndarray  # by S id: S holds a ";"
+    comment: np.ndarray  # by S id: S holds a "#"
     backtick: np.ndarray  # by S id: S holds a "`"
     call_end: np.ndarray  # by S id: S holds a "," or a ")"
     operator_first: np.ndarray  # by S id: S opens with a binary operator's character or "("
@@ -171,6 +172,7 @@ def _shapes(vocab: Vocabulary) -> _Shapes:
                              dtype=bool),
         dot_middle=np.array([b"." in m for m in middles], dtype=bool),
         semicolon=np.array([b";" in m for m in middles], dtype=bool),
+        comment=np.array([b"#" in m for m in middles], dtype=bool),
         backtick=np.array([b"`" in m for m in middles], dtype=bool),
         call_end=np.array([b"," in m or b")" in m for m in middles], dtype=bool),
         operator_first=np.array([_OPERATOR_FIRST.match(m) is not None for m in middles],
@@ -952,9 +954,9 @@ class TypesDomain(NameDomain):
         if tracker.check is not None or tracker.pending is not None or \
                 tracker.annotation is not None or run in KEYWORDS or \
                 (run and tracker.run_role[0] == PENDING):
-            # (and a comma may make a tuple that misfits)
+            # (and a comma may make a tuple that misfits; a comment ends the statement)
             relevant = (relevant | shapes.line_break | shapes.semicolon | shapes.backtick
-                        | shapes.call_end)
+                        | shapes.call_end | shapes.comment)
         if call_signature(tracker.value_type) is not None or any(
                 call_signature(b.callee) is not None for b in tracker.brackets) or (
                 run and call_signature(tracker.value_of(run, tracker.prev == ".")) is not None):

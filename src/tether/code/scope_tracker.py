@@ -572,10 +572,12 @@ class ScopeTracker:
         if b == 0x23:  # "#"
             self._flush_op()
             if not self.brackets and not self.backslash:
-                # Only the line break can follow: what it decides is decided now.
+                # Only the line break can follow: what it decides is decided now (the
+                # expression being checked has ended: a misfit is refused at the "#").
                 if self.pending is not None:
                     self._decide("nl")
                 self._targets_referred()
+                self._end_check(self.value_type)
             self.mode = COMMENT
             return
         if b == 0x0A or b == 0x0D:
