@@ -347,15 +347,22 @@ def test_masks_are_their_definition_where_types_are_checked(smollm2_vocab, smoll
 ])
 
 def test_masks_refuse_where_an_expected_type_ends(smollm2_vocab, prefix, refused, kept):
-    domain = TypesDomain(smollm2_vocab, prefix=prefix)
-    allowed = bitmask.to_bool(domain.mask(), smollm2_vocab.size)
-    ids = {smollm2_vocab.tokens[t]: t for t in range(smollm2_vocab.size)
-           if not smollm2_vocab.special[t]}
+    domain = _mask_after(smollm2_vocab, prefix, refused, kept)
+    assert not domain.is_accepting()  # the program may not end here either
+
+
+def _mask_after(vocab: Vocabulary, prefix: str, refused: list[bytes],
+                kept: list[bytes]) -> TypesDomain:
+    """A Types domain after ``prefix`` whose mask refuses ``refused``, keeps ``kept`` and
+    is its definition for every token."""
+    domain = TypesDomain(vocab, prefix=prefix)
+    allowed = bitmask.to_bool(domain.mask(), vocab.size)
+    ids = {vocab.tokens[t]: t for t in range(vocab.size) if not vocab.special[t]}
     assert not any(allowed[ids[t]] for t in refused)
     assert all(allowed[ids[t]] for t in kept)
-    assert not domain.is_accepting()  # the program may not end here either
-    wrong = [t for t in range(smollm2_vocab.size) if allowed[t] != domain.token_allowed(t)]
+    wrong = [t for t in range(vocab.size) if allowed[t] != domain.token_allowed(t)]
     assert not wrong
+    return domain
 
 
 @pytest.mark.parametrize("prefix, refused, kept", [
@@ -366,14 +373,7 @@ def test_masks_refuse_where_an_expected_type_ends(smollm2_vocab, prefix, refused
     ("def f(x: str | None) -> str", [], [b" |", b"|", b":"]),
 ])
 def test_masks_refuse_unsupported_operators_and_calls(smollm2_vocab, prefix, refused, kept):
-    domain = TypesDomain(smollm2_vocab, prefix=prefix)
-    allowed = bitmask.to_bool(domain.mask(), smollm2_vocab.size)
-    ids = {smollm2_vocab.tokens[t]: t for t in range(smollm2_vocab.size)
-           if not smollm2_vocab.special[t]}
-    assert not any(allowed[ids[t]] for t in refused)
-    assert all(allowed[ids[t]] for t in kept)
-    wrong = [t for t in range(smollm2_vocab.size) if allowed[t] != domain.token_allowed(t)]
-    assert not wrong
+    _mask_after(smollm2_vocab, prefix, refused, kept)
 
 
 def test_masks_refuse_a_comma_that_makes_a_misfit_tuple(smollm2_vocab):
