@@ -276,7 +276,7 @@ class Session:
                 # settlements owed after each token, which may settle or split less than
                 # what is owed now); then those on a shortest completion of Syntax (they
                 # open nothing new).
-                loose = mask & self.matcher.budget_mask(  # type: ignore[operator]
+                loose = mask & self.matcher.budget_mask(
                     self.tokens_left - 1, settle=False)  # type: ignore[operator]
                 closing = loose & self.matcher.closing_mask()
                 for candidates in (loose, closing):
