@@ -24,9 +24,10 @@ type, ``s * n``, ``"%d" % n``); a tuple (a comma at its depth);
 ``not …``; or a comparison by ``in``/``is`` only (``bool``). Anything else is unknown and
 constrains nothing. A primary can always be extended (``"abc"`` may still
 become ``"abc".count("a")``, an ``int``), so no prefix of an expression is refused: the
-refusal comes where the expression ends — the line break or ``;`` of its statement —
-which is exactly where no completion of the expected type remains; but a comma at the
-expression's depth makes a tuple for good, refused at the comma where none fits.
+refusal comes where the expression ends — the line break, ``;`` or comment of its
+statement — which is exactly where no completion of the expected type remains; but a
+comma at the expression's depth makes a tuple for good, refused at the comma where none
+fits.
 """
 
 from __future__ import annotations
