@@ -19,6 +19,7 @@ announce_first_run()  # before the imports below compile numba kernels
 from tether import grammars
 from tether.compiler import compile  # noqa: A004
 from tether.constraints import Choices, Grammar, JsonSchema, Regex
+from tether.engine.batch import consume_tokens, fill_masks
 from tether.engine.compiled import CheckResult, Compiled
 from tether.engine.matcher import Forced, Matcher
 from tether.errors import (
@@ -57,6 +58,8 @@ __all__ = [
     "Vocabulary",
     "VocabularyError",
     "compile",
+    "consume_tokens",
+    "fill_masks",
     "generate",
     "grammars",
 ]

@@ -627,10 +627,17 @@ class PushdownAutomaton(LazyAutomaton):
                 heapq.heappush(frontier, (d + 1 + estimate, d + 1, tie, reached))
         return None
 
-    def _stacks_after(self, nodes: Iterable[int], cls: int) -> tuple[int, ...]:
+    def _stacks_after(self, nodes: Sequence[int], cls: int) -> tuple[int, ...]:
         """The stacks (sorted: a state's key) reading a byte of class ``cls`` leads to."""
-        reached = {target for n in nodes for e in self._expansion(n)
-                   for lo, hi, target in self._node_moves(e) if lo <= cls <= hi}
+        stacks = (self._expansion(nodes[0]) if len(nodes) == 1 else
+                  set().union(*(self._expansion(n) for n in nodes)))
+        reached = set()
+        frames, item_row = self._nodes, self.item_row
+        for stack in stacks:
+            item, parent = frames[stack]
+            moved = item_row(item)[cls]  # (one node made, not one per move: _node_moves)
+            if moved >= 0:
+                reached.add(self._node(moved, parent))
         return tuple(sorted(reached))
 
     def _stacks_distance(self, nodes: Iterable[int]) -> int:

@@ -26,6 +26,8 @@ from tether.engine.token_masks import TrieWalker
 from tether.vocab import Vocabulary
 
 MAX_CACHED_MASKS = 4096
+MAX_CACHED_STEPS = 65_536  # (state, token) -> next state, for walks that come again
+STEP_BYTES = 120  # what one cached step holds (dict entry, key tuple, ints)
 # Python objects per automaton state besides its table row (its key, dictionary entries):
 # an estimate for held_bytes.
 STATE_OVERHEAD_BYTES = 256
@@ -64,7 +66,7 @@ class RegularCompiled(Compiled):
         self._within: dict[tuple[int, int], bool] = {}  # see completes_within
         self._successors_of: OrderedDict[int, list[int]] = OrderedDict()  # LRU
         self._successor_count = 0  # the states _successors_of holds, all lists together
-        self._last_step = (DEAD, -1, DEAD)  # see token_step
+        self._steps: dict[tuple[int, int], int] = {}  # see token_step; FIFO
         self._lock = threading.RLock()
         self.compile_seconds = compile_seconds
         self._mask_seconds = 0.0
@@ -129,7 +131,8 @@ class RegularCompiled(Compiled):
     def held_bytes(self) -> int:
         return (len(self._masks) * self._empty.nbytes + self.dfa.table.nbytes
                 + self.dfa.n_states * STATE_OVERHEAD_BYTES
-                + 32 * len(self._successors_of) + 8 * self._successor_count)
+                + 32 * len(self._successors_of) + 8 * self._successor_count
+                + STEP_BYTES * len(self._steps))
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -187,13 +190,19 @@ class RegularCompiled(Compiled):
 
     def token_step(self, state: int, token_id: int) -> int:
         """The state after reading token ``token_id`` from ``state`` (``DEAD``: not
-        allowed). The last answer is kept: a decision checks the token it then takes."""
-        last = self._last_step
-        if last[0] == state and last[1] == token_id:
-            return last[2]
-        with self._lock:
-            nxt = self.dfa.walk(state, self.vocab.token_bytes(token_id))
-        self._last_step = (state, token_id, nxt)
+        allowed), read without computing rows where the automaton can
+        (:meth:`~tether.automata.dfa.LazyAutomaton.walk_lightly`: a pushdown automaton's
+        row interns a configuration per byte class, a token needs one per byte). Cached:
+        a decision checks the token it then takes, and texts that share a prefix (the
+        tests of a schema, a server's requests) take the same steps."""
+        key = (state, token_id)
+        nxt = self._steps.get(key)
+        if nxt is None:
+            with self._lock:
+                nxt = self.dfa.walk_lightly(state, self.vocab.token_bytes(token_id))
+                self._steps[key] = nxt
+                if len(self._steps) > MAX_CACHED_STEPS:
+                    del self._steps[next(iter(self._steps))]
         return nxt
 
     # -- budgets (docs/generation.md, "Budget") ------------------------------------------
