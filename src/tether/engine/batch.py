@@ -99,8 +99,8 @@ def _rows(out: np.ndarray, n: int) -> np.ndarray:
 
 
 def _spread(work: Callable[[int], None], n: int, threads: int) -> None:
-    """Run ``work(i)`` for every row, on ``threads`` threads (rows interleaved); the
-    first exception is raised once all are done."""
+    """Run ``work(i)`` for every row, on ``threads`` threads (rows interleaved); an
+    exception stops its thread's rows and is raised once every thread has stopped."""
     if not 1 <= threads <= MAX_THREADS:
         raise ValueError(f"threads must be between 1 and {MAX_THREADS}, not {threads}")
     threads = min(threads, n)
