@@ -1,20 +1,22 @@
 """Mask time of ``tether.grammars.python()`` on real modules, and its compile time.
 
-Compile: ``tether.compile(tether.grammars.python(), vocab)`` from an empty cache (the Lark
-text parsed, layout resolved, the pushdown automaton built and the start mask computed),
-then again (served from the cache). Masks: each module of the standard library given is
+Compile: ``tether.compile(tether.grammars.python(), vocab)`` from an empty cache (the
+Lark text parsed, layout resolved, the pushdown automaton built, the grammar's warm-up
+sample walked — ``--no-warm-up``: not — and the start mask computed), then again (served
+from the cache). Masks: each module of the standard library given is
 tokenised with the real SmolLM2 tokenizer (llama.cpp's) and walked token by token, the
 mask computed (timed) before every token and before the end; every token must be in its
 mask. Each module is walked twice with a fresh compile: the first walk meets parser
 configurations for the first time (cold), the second finds their masks cached (warm). A
 walk stopped by a bound of the engine (:class:`~tether.errors.LimitExceeded`) is reported.
 
-    taskset -c 1 .venv/bin/python bench/python_masks.py [--modules glob,shelve,hmac]
+    taskset -c 1 .venv/bin/python bench/python_masks.py [--modules glob,shelve,hmac] [--no-warm-up]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import time
 from pathlib import Path
@@ -50,7 +52,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modules", default="glob,shelve,hmac",
                         help="standard-library modules to walk (comma-separated)")
+    parser.add_argument("--no-warm-up", action="store_true",
+                        help="compile without the grammar's warm-up sample")
     args = parser.parse_args()
+    grammar = tether.grammars.python()
+    if args.no_warm_up:
+        grammar = dataclasses.replace(grammar, warm_up=None)
     import llama_cpp
 
     path = smollm2_gguf()
@@ -59,20 +66,21 @@ def main() -> None:
 
     clear_cache()
     started = time.perf_counter()
-    tether.compile(tether.grammars.python(), vocab)
+    tether.compile(grammar, vocab)
     first = time.perf_counter() - started
     started = time.perf_counter()
-    tether.compile(tether.grammars.python(), vocab)
+    tether.compile(grammar, vocab)
     cached = time.perf_counter() - started
     print(f"compile python(): first {first * 1e3:.0f} ms, cached {cached * 1e6:.1f} us")
 
-    report: dict = {"compile_first_s": first, "compile_cached_s": cached, "modules": {}}
+    report: dict = {"compile_first_s": first, "compile_cached_s": cached,
+                    "warm_up": not args.no_warm_up, "modules": {}}
     cold_all, warm_all = [], []
     for name in args.modules.split(","):
         source = Path(importlib.util.find_spec(name).origin).read_bytes()
         tokens = llama.tokenize(source, add_bos=False, special=False)
         clear_cache()
-        compiled = tether.compile(tether.grammars.python(), vocab)
+        compiled = tether.compile(grammar, vocab)
         try:
             cold, warm = walk(compiled, tokens), walk(compiled, tokens)
         except LimitExceeded as error:

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib.util
 import io
 import itertools
@@ -23,6 +24,7 @@ import tokenize
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tether
@@ -146,6 +148,33 @@ def test_blocks_are_indented_by_the_unit(python, smollm2_vocab) -> None:
     two = tether.compile(tether.grammars.python(indent="  "), smollm2_vocab)
     assert two.check(text).matches
     assert not two.check("if x:\n    y = 2\n").matches
+
+
+@pytest.mark.parametrize("options", [{}, {"indent": "\t"}, {"indent": "  ", "fenced": True}])
+def test_the_warm_up_sample_is_walked_to_its_end(options, smollm2_vocab) -> None:
+    grammar = tether.grammars.python(**options)
+    ast.parse(grammar.warm_up.removeprefix("```python\n").removesuffix("```\n"))
+    compiled = tether.compile(grammar, smollm2_vocab)
+    data = grammar.warm_up.encode()
+    assert compiled.check(data).matches
+    assert compiled.walk_sample(data) == len(smollm2_vocab.segment(data))
+
+
+def test_the_warm_up_changes_no_mask(smollm2_vocab) -> None:
+    text = b"def f(a, b=2):\n    return [x for x in a if x > b]\n"
+    warm = tether.compile(tether.grammars.python(), smollm2_vocab).matcher()
+    cold = tether.compile(dataclasses.replace(tether.grammars.python(), warm_up=None),
+                          smollm2_vocab).matcher()
+    for token in [*smollm2_vocab.segment(text), None]:
+        assert np.array_equal(warm.mask(), cold.mask())
+        if token is not None:
+            warm.consume(token)
+            cold.consume(token)
+
+
+def test_a_warm_up_must_be_text() -> None:
+    with pytest.raises(tether.CompileError, match="warm_up must be a str"):
+        tether.Grammar("root ::= \"a\"", warm_up=b"a")
 
 
 def test_unclosed_bracket_is_a_valid_prefix(python) -> None:

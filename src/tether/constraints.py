@@ -159,7 +159,10 @@ class Grammar:
     ``ab`` as ``a`` then ``b`` — what keeps a grammar without a lexer from splitting
     identifiers everywhere. ``language`` names the programming language the grammar
     derives (``"python"`` for :func:`tether.grammars.python`): fusion then adds that
-    language's code domains (docs/code-domains.md).
+    language's code domains (docs/code-domains.md). ``warm_up`` is a text of the
+    language that compiling walks token by token, as far as the grammar takes it: the
+    pieces masks are composed from, shared by every text, are then ready before the first
+    request (docs/grammars.md, "Warm-up"); it changes no mask.
     """
 
     text: str
@@ -169,10 +172,13 @@ class Grammar:
     max_depth: int = 16
     longest: tuple[str, ...] = ()
     language: str | None = None
+    warm_up: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
             raise CompileError(f"a grammar must be a str, not {type(self.text).__name__}")
+        if self.warm_up is not None and not isinstance(self.warm_up, str):
+            raise CompileError(f"warm_up must be a str, not {type(self.warm_up).__name__}")
         if self.syntax not in ("gbnf", "lark"):
             raise CompileError(f"grammar syntax must be 'gbnf' or 'lark', not {self.syntax!r}")
         if self.indent is not None and (self.syntax != "lark" or not self.indent

@@ -120,8 +120,14 @@ class PushdownCompiled(RegularCompiled):
 
     def precompute(self, deadline: float, max_states: int = PRECOMPUTE_STATES) -> int:
         """Compute the start state's mask (what the user waits for); later masks are
-        composed when first needed, from frame masks cached as they are met."""
+        composed when first needed, from frame masks cached as they are met. A grammar's
+        ``warm_up`` text is walked first: the frames it meets stay cached, the masks of
+        its own parser configurations (rarely met again) are dropped."""
         with self._lock:
+            warm_up = getattr(self.constraint, "warm_up", None)
+            if warm_up:
+                self.walk_sample(warm_up.encode())
+                self._masks.clear()
             if self.pda.start not in self._masks:
                 self.state_mask(self.pda.start)
         return 1

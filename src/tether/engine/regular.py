@@ -79,6 +79,9 @@ class RegularCompiled(Compiled):
         Generation then mostly looks masks up; states the budget did not reach are
         computed when first needed.
         """
+        warm_up = getattr(self.constraint, "warm_up", None)
+        if warm_up:
+            self.walk_sample(warm_up.encode())
         frontier = [self.dfa.start]
         seen = {self.dfa.start}
         done = 0
@@ -97,6 +100,22 @@ class RegularCompiled(Compiled):
                         seen.add(nxt)
                         frontier.append(nxt)
         return done
+
+    def walk_sample(self, data: bytes) -> int:
+        """Compute the masks along ``data`` read from the start state token by token (the
+        vocabulary's longest-first tokens), as far as the constraint allows; the tokens
+        walked. What a sample of the language meets is then cached (see
+        :class:`~tether.constraints.Grammar`'s ``warm_up``)."""
+        tokens = self.vocab.segment(data) or []
+        state = self.dfa.start
+        with self._lock:
+            for walked, token in enumerate(tokens):
+                self.state_mask(state)
+                state = self.token_step(state, token)
+                if state == DEAD:
+                    return walked
+            self.state_mask(state)
+        return len(tokens)
 
     def matcher(self) -> RegularMatcher:
         return RegularMatcher(self)

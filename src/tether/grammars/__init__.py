@@ -6,6 +6,11 @@ from importlib.resources import files
 
 from tether.constraints import Grammar
 
+# A module of our own that compiling python() walks (Grammar's ``warm_up``): statements
+# and expressions real code uses, so that their masks' pieces are ready before the first
+# request (docs/grammars.md, "Warm-up").
+_SAMPLE = "python_sample.py.txt"
+
 # The Markdown code block around a module (``python(fenced=True)``): the opening line, the
 # module (whose last line ends with a line break, so the closing fence is at column 0
 # after a complete statement, every block closed) and the closing fence, optionally
@@ -31,15 +36,27 @@ def python(*, indent: str = "    ", max_depth: int = 16, fenced: bool = False) -
     constraint, so generation stops there (stop reason ``constraint_complete``, or
     ``eog`` if the model ends right after the fence)."""
     text = files("tether.grammars").joinpath("python.lark").read_text(encoding="utf-8")
+    sample = _reindented(files("tether.grammars").joinpath(_SAMPLE).read_text(
+        encoding="utf-8"), indent)
     # Names, their keywords and strings are matched longest, as Python's tokenizer reads
     # them: `xif` is one name, not `x if`; `insert` is not `in sert`; `"""` opens a long
     # string.
     longest = ("NAME", "STRING", "EMPTY_STRING")
     if fenced:
         return Grammar(text + _FENCED, syntax="lark", start="fenced", indent=indent,
-                       max_depth=max_depth, longest=longest, language="python")
+                       max_depth=max_depth, longest=longest, language="python",
+                       warm_up=f"```python\n{sample}```\n")
     return Grammar(text, syntax="lark", indent=indent, max_depth=max_depth,
-                   longest=longest, language="python")
+                   longest=longest, language="python", warm_up=sample)
+
+
+def _reindented(module: str, indent: str) -> str:
+    """``module`` (indented by four spaces a level) indented by ``indent`` a level."""
+    lines = []
+    for line in module.splitlines(keepends=True):
+        body = line.lstrip(" ")
+        lines.append(indent * ((len(line) - len(body)) // 4) + body)
+    return "".join(lines)
 
 
 __all__ = ["python"]
