@@ -30,8 +30,10 @@ from tether.vocab import Vocabulary
 
 MAX_CACHED_CONSTRAINTS = 64
 # What the cached constraints may hold at most (their masks and tables grow as they are
-# used; Compiled.held_bytes): a server compiling a new schema per request stays bounded.
-MAX_CACHED_BYTES = 48 << 20
+# used; Compiled.held_bytes): a server compiling a new schema per request stays bounded
+# (tether serve sets its own bound), and the Python grammar's pieces, ~100 MB once its
+# warm-up is walked (docs/grammars.md), stay cached beside other constraints.
+MAX_CACHED_BYTES = 256 << 20
 # Compile-time work (masks computed ahead) stops once compiling has taken this long.
 COMPILE_TIME_TARGET_S = 0.020
 
