@@ -45,7 +45,7 @@ _COMPARE = frozenset({"==", "!=", "<", ">", "<=", ">="})
 _SIGNS = frozenset({"-", "+", "~"})
 _ARITHMETIC = frozenset({"+", "-", "*", "/", "//", "%"})  # ("**" may give a float or Any)
 _NUMBERS = ("bool", "int", "float", "complex")  # narrowest first
-_SEQUENCES = frozenset({"str", "bytes", "list", "tuple"})  # "+" joins them, "*" repeats
+SEQUENCES = frozenset({"str", "bytes", "list", "tuple"})  # "+" joins them, "*" repeats
 _ENDS_CHECK = frozenset({"=", ":=", ":"}) | frozenset(
     {"+=", "-=", "*=", "/=", "%=", "@=", "&=", "|=", "^=", "**=", "//=", "<<=", ">>="})
 _OPENERS = frozenset("([{")
@@ -185,16 +185,16 @@ def _arithmetic(left: str | None, op: str | None, value: str | None) -> str:
     gives, or "?": numbers give the widest (a float with "/"); a sequence plus one of its
     type, or times an int, is one; a string's "%" formats."""
     if left is None:
-        return value if value in _NUMBERS or value in _SEQUENCES else "?"
+        return value if value in _NUMBERS or value in SEQUENCES else "?"
     if left == "?" or value is None:
         return "?"
     if left in _NUMBERS and value in _NUMBERS:
         wider = max(left, value, key=_NUMBERS.index)
         return max(wider, "float", key=_NUMBERS.index) if op == "/" else wider
-    if op == "+" and left == value and left in _SEQUENCES:
+    if op == "+" and left == value and left in SEQUENCES:
         return left
-    if op == "*" and {left, value} & _SEQUENCES and {left, value} & {"int", "bool"}:
-        return left if left in _SEQUENCES else value
+    if op == "*" and {left, value} & SEQUENCES and {left, value} & {"int", "bool"}:
+        return left if left in SEQUENCES else value
     if op == "%" and left in ("str", "bytes"):
         return left
     return "?"

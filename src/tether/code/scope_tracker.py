@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 from tether.code.builtin_signatures import call_signature
 from tether.code.expected_types import (
+    SEQUENCES,
     VALUE_KEYWORDS,
     ExprCheck,
     Refused,
@@ -104,9 +105,9 @@ _STATEMENT_KEYWORDS = frozenset({
 _FIRST_CLAUSE = {"def": "name", "class": "name", "import": "path", "from": "module",
                  "for": "target"}
 # The previous lexemes the tracker tells apart (any other is just "other").
-_SLICED = frozenset({"str", "bytes", "list", "tuple", "range"})  # x[a:b] is an x
-_ITEM = {"str": "str", "bytes": "int", "range": "int"}  # x[i]: what an item is
-_ELEMENTS = _ITEM  # for x in …: what x is
+_SLICED = SEQUENCES | {"range"}  # x[a:b] is an x
+# What an item of x is: x[i], and the target of ``for … in x``.
+_ITEM = {"str": "str", "bytes": "int", "range": "int"}
 
 
 def _bracket_value(br: Bracket, prev: str) -> str | None:
@@ -1452,7 +1453,7 @@ class ScopeTracker:
             if inferred is not None and inferred != "None":
                 self._declare(check.name, inferred)
         elif check.kind == "iterate" and check.name is not None:
-            element = _ELEMENTS.get(expression_type(check, value))  # type: ignore[arg-type]
+            element = _ITEM.get(expression_type(check, value))  # type: ignore[arg-type]
             if element is not None:
                 self._declare(check.name, element)
 
