@@ -124,9 +124,7 @@ class PushdownCompiled(RegularCompiled):
         ``warm_up`` text is walked first: the frames it meets stay cached, the masks of
         its own parser configurations (rarely met again) are dropped."""
         with self._lock:
-            warm_up = getattr(self.constraint, "warm_up", None)
-            if warm_up:
-                self.walk_sample(warm_up.encode())
+            if self._walk_warm_up():
                 self._masks.clear()
             if self.pda.start not in self._masks:
                 self.state_mask(self.pda.start)

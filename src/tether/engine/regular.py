@@ -79,9 +79,7 @@ class RegularCompiled(Compiled):
         Generation then mostly looks masks up; states the budget did not reach are
         computed when first needed.
         """
-        warm_up = getattr(self.constraint, "warm_up", None)
-        if warm_up:
-            self.walk_sample(warm_up.encode())
+        self._walk_warm_up()
         frontier = [self.dfa.start]
         seen = {self.dfa.start}
         done = 0
@@ -100,6 +98,14 @@ class RegularCompiled(Compiled):
                         seen.add(nxt)
                         frontier.append(nxt)
         return done
+
+    def _walk_warm_up(self) -> bool:
+        """Walk the constraint's ``warm_up`` text, if it has one (a
+        :class:`~tether.constraints.Grammar`'s); whether it had."""
+        warm_up = getattr(self.constraint, "warm_up", None)
+        if warm_up:
+            self.walk_sample(warm_up.encode())
+        return bool(warm_up)
 
     def walk_sample(self, data: bytes) -> int:
         """Compute the masks along ``data`` read from the start state token by token (the
