@@ -401,7 +401,7 @@ def _masks_along(vocab, walks: list[tuple]) -> list[list[np.ndarray]]:
     token is refused; compiled from scratch (the frames of leaf rules too, which are
     shared across compiles)."""
     from tether.compiler import clear_cache
-    from tether.engine.pushdown import clear_shared_frames
+    from tether.engine.shared_frames import clear_shared_frames
 
     clear_cache()
     clear_shared_frames()
@@ -484,12 +484,13 @@ def test_chained_and_composed_frames_equal_walked_frames(smollm2_vocab, smollm2_
 
 
 def test_shared_frames_are_bounded_in_bytes(smollm2_vocab, monkeypatch) -> None:
-    """Leaf-rule frames shared across grammars stay within their byte bound, and what they
-    hold is accounted exactly."""
-    from tether.engine import pushdown
+    """Leaf-rule pieces shared across grammars (frames, what they read below trie nodes)
+    stay within their byte bounds, and what they hold is accounted exactly."""
+    from tether.engine import shared_frames
 
-    pushdown.clear_shared_frames()
-    monkeypatch.setattr(pushdown, "MAX_SHARED_FRAME_BYTES", 64 << 10)
+    shared_frames.clear_shared_frames()
+    for store in (shared_frames.FRAMES, shared_frames.BELOW):
+        monkeypatch.setattr(store, "max_bytes", 64 << 10)
     for i in range(30):
         schema = {"type": "object", "properties": {f"key{i}_{j}": {"type": "string"}
                                                    for j in range(4)},
@@ -499,10 +500,13 @@ def test_shared_frames_are_bounded_in_bytes(smollm2_vocab, monkeypatch) -> None:
             matcher.mask()
             matcher.consume(token)
         matcher.mask()
-        assert pushdown.shared_frame_bytes() <= 64 << 10
-    held = sum(f[0].nbytes + f[1].nbytes for f in pushdown._SHARED_FRAMES.values())
-    assert 0 < held == pushdown.shared_frame_bytes()
-    pushdown.clear_shared_frames()
+        for store in (shared_frames.FRAMES, shared_frames.BELOW):
+            assert store.bytes <= 64 << 10
+    for store in (shared_frames.FRAMES, shared_frames.BELOW):
+        held = sum(a.nbytes for value in store.values() for a in value
+                   if isinstance(a, np.ndarray))
+        assert 0 < held == store.bytes
+    shared_frames.clear_shared_frames()
 
 
 def test_compile_cache_limit(smollm2_vocab) -> None:

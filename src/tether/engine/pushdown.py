@@ -27,26 +27,28 @@ a few cached lookups and small walks.
 A frame of a rule that calls no other rule (a JSON string, a number, an enum) reads the
 same in every grammar that has the same rule, so its walk is also shared across compiled
 constraints of one vocabulary, keyed by a digest of the rule's automaton
-(:meth:`~tether.engine.pda.PushdownAutomaton.leaf_frame_key`; bounded, LRU): the
-schemas a server compiles share their plain strings and numbers. And the frame of an
-automaton state that reads like another state of its rule but for a few strings
+(:meth:`~tether.engine.pda.PushdownAutomaton.leaf_frame_key`; bounded, LRU): the schemas
+a server compiles share their plain strings and numbers. So is what such a frame reads
+below a few trie nodes (a string value below the nodes where ``"name": "`` ends is the
+same in every schema with that key): :mod:`tether.engine.shared_frames`. And the frame
+of an automaton state that reads like another state of its rule but for a few strings
 (:class:`~tether.automata.regex_ast.Exceptions`: an object's extra keys while they spell
 the start of a declared name) is derived from that state's frame: the two are read in
 step over the trie only where they differ (:meth:`PushdownCompiled._frame_except`). A
 frame that must first read a literal (a key, an enum value, a keyword: each item set on
 the way has one move, calls nothing and may not end) is not walked either: it is the
-tokens along that path of the trie, plus what the item set after the literal reads
-below the path's end (:meth:`PushdownCompiled._frame_of_chain`; walked, the literal cost
-a row and a walk round per byte). And a frame of a rule that calls rules (a value's
+tokens along that path of the trie, plus what the item set after the literal reads below
+the path's end (:meth:`PushdownCompiled._frame_of_chain`; walked, the literal cost a row
+and a walk round per byte). And a frame of a rule that calls rules (a value's
 alternatives, the state of an object whose members come in any order, a Python
 expression after an operator) is composed from its parts
 (:meth:`PushdownCompiled._compose_parts`): what it reads itself — from the root, the
 tokens of one step down the trie and below them what the item sets it moves to read —
 and its callees' frames with, below the nodes where a callee ends, what the continuation
 reads. Those pieces are cached per item set and per (item set, nodes), so the states of
-one object share their members' frames, and every context that reads a blank and then
-an expression shares the walk of the expression's frame below the blank. Walked whole,
-each such frame read the pieces again (Python's cold masks: p99 13 ms walked, 3.5 ms
+one object share their members' frames, and every context that reads a blank and then an
+expression shares the walk of the expression's frame below the blank. Walked whole, each
+such frame read the pieces again (Python's cold masks: p99 13 ms walked, 3.5 ms
 composed). The (item set, nodes) cache is bounded by the bytes it holds; its large node
 sets (an expression may end after nearly any prefix of a token) are the ends of a few
 frames, held once each.
@@ -54,7 +56,6 @@ frames, held once each.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Hashable
@@ -64,7 +65,7 @@ import numpy as np
 from numba import njit
 
 from tether.automata.shortest import INF
-from tether.engine import bitmask
+from tether.engine import bitmask, shared_frames
 from tether.engine.pda import BOTTOM, MAX_STACK_NODES, FrameParts, PushdownAutomaton
 from tether.engine.regular import (
     PRECOMPUTE_STATES,
@@ -81,18 +82,10 @@ MAX_CACHED_FRAMES = 8192
 STACK_SATURATION = 0.5
 MAX_SUBFRAME_BYTES = 96 << 20  # masks and node sets held by the (frame, trie nodes) cache
 MAX_SUBFRAME_KEY = 1024  # trie nodes beyond which a subtree walk is keyed by a fingerprint
-MAX_SHARED_FRAMES = 4096  # leaf-rule frames shared by every grammar of a process
-MAX_SHARED_FRAME_BYTES = 16 << 20  # and the bytes of their masks and trie nodes
 MAX_COMPOSING = 200  # compositions nested at most; deeper frames are walked
 MAX_COMPOSED_PER_MASK = 1_000  # parser states one mask may compose (ambiguity's bound)
 
 Frame = tuple[np.ndarray, np.ndarray, bool]  # inner mask, trie nodes where it ends, at once
-
-# Frames of rules that call no other rule (a JSON string, a number, a key) read the same
-# in every grammar with the same rule: shared per vocabulary, keyed by content.
-_SHARED_FRAMES: OrderedDict[tuple[str, Hashable], Frame] = OrderedDict()
-_SHARED_FRAMES_LOCK = threading.Lock()
-_shared_frame_bytes = 0  # held by _SHARED_FRAMES
 
 
 class PushdownCompiled(RegularCompiled):
@@ -267,7 +260,7 @@ class PushdownCompiled(RegularCompiled):
             if hit is None:
                 shared_key = self.pda.leaf_frame_key(item)
                 if shared_key is not None:
-                    hit = _shared_frame(self.vocab, shared_key)
+                    hit = shared_frames.FRAMES.get(self.vocab, shared_key)
                 if hit is None:
                     if item in self._composing:  # a cycle of calls that read nothing
                         raise _Cycle
@@ -279,7 +272,7 @@ class PushdownCompiled(RegularCompiled):
                     if hit is None:
                         hit = self._walk_frame(item)
                     if shared_key is not None:
-                        _share_frame(self.vocab, shared_key, hit)
+                        shared_frames.FRAMES.put(self.vocab, shared_key, hit)
             self._frames[item] = hit
             if len(self._frames) > MAX_CACHED_FRAMES:
                 self._frames.popitem(last=False)
@@ -514,8 +507,10 @@ class PushdownCompiled(RegularCompiled):
     def _walk_below(self, item: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """What :meth:`_subframe` caches: read along a literal's path, composed from the
         parts of an item set that calls rules (its item set of moves, its callees), or
-        walked (an item set that calls nothing; a composition that comes back to itself,
-        a cycle of calls that read nothing; compositions nested too deep)."""
+        walked (an item set that calls nothing — what one of a leaf rule reads below
+        a few nodes is shared across grammars, :data:`shared_frames.BELOW` —; a
+        composition that comes back to itself, a cycle of calls that read nothing;
+        compositions nested too deep)."""
         chain = self.pda.forced_chain(item)
         if chain:
             return self._read_chain(*chain, nodes)
@@ -533,10 +528,22 @@ class PushdownCompiled(RegularCompiled):
                 pass
             finally:
                 self._composing.discard(key)
+        leaf_key = (self.pda.leaf_frame_key(item) if nodes.size <= MAX_SUBFRAME_KEY
+                    else None)
+        if leaf_key is not None:  # what a leaf rule reads below these nodes: shared
+            leaf_key = (leaf_key, nodes.tobytes())
+            shared = shared_frames.BELOW.get(self.vocab, leaf_key)
+            if shared is not None:
+                return (self._empty if shared[0] is None else shared[0]), shared[1]
         below, ends = self._walker.subtrees_mask_and_events(
             nodes, self.pda.walled_state(item), lambda: self.pda.pops)
         below.flags.writeable = False
-        return below, np.sort(ends)
+        ends = np.sort(ends)
+        if leaf_key is not None:
+            ends.flags.writeable = False
+            shared_frames.BELOW.put(self.vocab, leaf_key,
+                                    (below if np.count_nonzero(below) else None, ends))
+        return below, ends
 
 
 class _NodeSets:
@@ -651,44 +658,6 @@ def _union(a, b):  # pragma: no cover - compiled
         j += 1
         n += 1
     return out[:n]
-
-
-def _shared_frame(vocab: Vocabulary, key: Hashable) -> Frame | None:
-    with _SHARED_FRAMES_LOCK:
-        hit = _SHARED_FRAMES.get((vocab.fingerprint, key))
-        if hit is not None:
-            _SHARED_FRAMES.move_to_end((vocab.fingerprint, key))
-        return hit
-
-
-def _share_frame(vocab: Vocabulary, key: Hashable, frame: Frame) -> None:
-    global _shared_frame_bytes
-    with _SHARED_FRAMES_LOCK:
-        old = _SHARED_FRAMES.pop((vocab.fingerprint, key), None)
-        if old is not None:
-            _shared_frame_bytes -= _frame_bytes(old)
-        _SHARED_FRAMES[(vocab.fingerprint, key)] = frame
-        _shared_frame_bytes += _frame_bytes(frame)
-        while len(_SHARED_FRAMES) > 1 and (len(_SHARED_FRAMES) > MAX_SHARED_FRAMES or
-                                           _shared_frame_bytes > MAX_SHARED_FRAME_BYTES):
-            _shared_frame_bytes -= _frame_bytes(_SHARED_FRAMES.popitem(last=False)[1])
-
-
-def clear_shared_frames() -> None:
-    """Forget the leaf-rule frames shared across grammars (tests: compile from scratch)."""
-    global _shared_frame_bytes
-    with _SHARED_FRAMES_LOCK:
-        _SHARED_FRAMES.clear()
-        _shared_frame_bytes = 0
-
-
-def shared_frame_bytes() -> int:
-    """The bytes the shared leaf-rule frames hold (at most ``MAX_SHARED_FRAME_BYTES``)."""
-    return _shared_frame_bytes
-
-
-def _frame_bytes(frame: Frame) -> int:
-    return frame[0].nbytes + frame[1].nbytes
 
 
 def _warm_up() -> None:

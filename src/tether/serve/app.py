@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether import json_input
 from tether.compiler import cached_bytes
-from tether.engine.pushdown import shared_frame_bytes
+from tether.engine.shared_frames import shared_frame_bytes
 from tether.errors import TetherError
 from tether.runtime.llama import LlamaModel
 from tether.serve import memory
