@@ -390,6 +390,64 @@ def test_frames_of_key_states_derived_from_the_free_key_state(smollm2_vocab, smo
     _assert_same_masks(walks, derived, _masks_along(smollm2_vocab, walks))
 
 
+def test_frames_of_automaton_states_shared_by_shallow_form(smollm2_vocab, smollm2_encode,
+                                                           monkeypatch) -> None:
+    """States of a pre-built automaton (strings that count characters, patterns) that
+    read alike on every string of up to the vocabulary's shallow depth share a walked
+    frame, their tokens longer than that read again: every mask along instances — with
+    runs of ``#`` that SmolLM2 spells in tokens of up to 81 bytes, near the lengths'
+    bounds — equals the mask walked for each state, and frames were shared."""
+    from tether.engine.pushdown import PushdownCompiled
+
+    schemas = [({"type": "object", "properties": {
+                    "a": {"type": "string", "maxLength": 90},
+                    "b": {"type": "string", "minLength": 30, "maxLength": 300},
+                    "c": {"type": "string", "pattern": "^[a-z#]{2,70}$"}}},
+                [{"a": "#" * 90, "b": "#" * 85 + " tail", "c": "ab" + "#" * 68},
+                 {"a": "x" * 12 + "#" * 70, "b": "y" * 30, "c": "hello"}]),
+               ({"type": "array", "items": {"type": "string", "maxLength": 40}},
+                [["#" * 40, "#" * 39 + "x", "short"]])]
+    walks = [(tether.JsonSchema(schema), text, tokens)
+             for schema, instances in schemas for instance in instances
+             for text in [json.dumps(instance)]
+             for tokens in (smollm2_encode(text), _bytes_as_tokens(smollm2_vocab, text))]
+    shared: list[int] = []
+    with_long_tokens = PushdownCompiled._with_long_tokens
+    # A vocabulary whose long tokens close strings deep inside (the ends of a frame past
+    # the shallow depth, read again too): every byte, and runs that end in a quote.
+    long = [b"#" * n + tail for n in (14, 20, 27, 33) for tail in (b"", b'"', b'", "', b'"}')]
+    vocab = tether.Vocabulary([bytes([b]) for b in range(256)] + long + [b""],
+                              eos_ids=[256 + len(long)])
+    small = [(tether.JsonSchema({"type": "object", "properties": {
+                 "a": {"type": "string", "maxLength": length},
+                 "b": {"type": "string", "maxLength": length + 15}}}), text,
+              _longest_first(vocab, text))
+             for length in (20, 30, 60)
+             for text in (json.dumps({"a": "#" * (length - 3), "b": "#" * (length + 15)}),
+                          json.dumps({"b": "x#" + "#" * length, "a": "##"}))]
+    for walks_of, vocab_of in ((walks, smollm2_vocab), (small, vocab)):
+        shared.clear()
+        monkeypatch.undo()
+        monkeypatch.setattr(PushdownCompiled, "_with_long_tokens",
+                            lambda self, item, like: shared.append(item) or
+                            with_long_tokens(self, item, like))
+        by_form = _masks_along(vocab_of, walks_of)
+        assert len(shared) > 20
+        monkeypatch.setattr(PushdownCompiled, "_shallow_key", lambda self, item: None)
+        _assert_same_masks(walks_of, by_form, _masks_along(vocab_of, walks_of))
+
+
+def _longest_first(vocab, text: str) -> list[int]:
+    """``text`` in the longest tokens of ``vocab``, left to right."""
+    data, ids = text.encode(), {vocab.token_bytes(t): t for t in range(vocab.size)}
+    out, at = [], 0
+    while at < len(data):
+        size = max(n for n in range(1, len(data) - at + 1) if data[at:at + n] in ids)
+        out.append(ids[data[at:at + size]])
+        at += size
+    return out
+
+
 def _bytes_as_tokens(vocab, text: str) -> list[int]:
     """``text`` a byte at a time (single-byte tokens): a walk reaching every position."""
     by_bytes = {vocab.token_bytes(t): t for t in range(vocab.size)}

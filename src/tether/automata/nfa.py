@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -65,6 +66,19 @@ class MoveLists(list):
     __slots__ = ()
 
 
+class CopiedMoves(NamedTuple):
+    """The moves of an automaton copied into an NFA (:meth:`NfaBuilder.automaton`), its
+    states numbered from 0 (its end, to which accepting states move without reading, is
+    not among them): state ``s``'s moves are ``lo[k]..hi[k] -> target[k]`` for ``k`` in
+    ``start[s]..start[s + 1] - 1``, ascending and disjoint (it is deterministic)."""
+
+    start: np.ndarray  # int64 [n + 1]
+    lo: np.ndarray  # int64 [moves]
+    hi: np.ndarray  # int64 [moves]
+    target: np.ndarray  # int64 [moves]
+    accepting: np.ndarray  # bool [n]
+
+
 class NfaBuilder:
     """Builds one byte NFA fragment by fragment (Thompson's construction) within a
     bound on its states: :func:`build_nfa` for a regex's tree; the pushdown engine
@@ -80,6 +94,8 @@ class NfaBuilder:
         # Per copied automaton with exceptions, by its first NFA state: the automaton's
         # state each of its NFA states stands for.
         self.copied_states: dict[int, np.ndarray] = {}
+        # Per copied automaton, by its first NFA state: its moves as arrays.
+        self.copied_moves: dict[int, CopiedMoves] = {}
 
     def new(self) -> int:
         if len(self.edges) >= self.max_states:
@@ -179,17 +195,24 @@ class NfaBuilder:
         new_id = np.cumsum(alive) - 1 + base
         if node.exceptions is not None:
             self.copied_states[base] = np.flatnonzero(alive)
-        edges = edges[np.argsort(edges[:, 0], kind="stable")]
+        edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]  # by state, then first byte
         n = int(alive.sum())
-        moves = list(zip(edges[:, 1].tolist(), edges[:, 2].tolist(),
-                         new_id[edges[:, 3]].tolist(), strict=True))
-        ends = np.cumsum(np.bincount(new_id[edges[:, 0]] - base, minlength=n)).tolist()
-        self.edges.extend([moves[a:b] for a, b in zip([0, *ends], ends, strict=False)])
+        targets = new_id[edges[:, 3]]
+        moves = list(zip(edges[:, 1].tolist(), edges[:, 2].tolist(), targets.tolist(),
+                         strict=True))
+        ends = np.cumsum(np.bincount(new_id[edges[:, 0]] - base, minlength=n))
+        self.edges.extend([moves[a:b] for a, b in zip([0, *ends.tolist()], ends.tolist(),
+                                                      strict=False)])
         self.edges.append([])
         self.eps.extend([[] for _ in range(n + 1)])
         end = base + n
-        for s in new_id[accepting[alive[accepting]]].tolist():
+        accepted = new_id[accepting[alive[accepting]]]
+        for s in accepted.tolist():
             self.eps[s].append(end)
+        accepts = np.zeros(n, dtype=np.bool_)
+        accepts[accepted - base] = True
+        self.copied_moves[base] = CopiedMoves(np.concatenate([[0], ends]), edges[:, 1].copy(),
+                                              edges[:, 2].copy(), targets - base, accepts)
         return int(new_id[node.start]), end
 
     def charset(self, node: CharSet) -> tuple[int, int]:

@@ -66,7 +66,7 @@ import numpy as np
 
 from tether.automata.dfa import DEAD, UNKNOWN, LazyAutomaton, epsilon_closure, segments
 from tether.automata.dfa import byte_classes as partition_bytes
-from tether.automata.nfa import NfaBuilder, trim_moves
+from tether.automata.nfa import CopiedMoves, NfaBuilder, trim_moves
 from tether.automata.regex_ast import Alternate, Automaton, Concat, Repeat
 from tether.automata.shortest import INF, Spelling, Witnesses, distances_to_end
 from tether.errors import CompileError, LimitExceeded
@@ -113,6 +113,10 @@ class PushdownAutomaton(LazyAutomaton):
             class_of_byte, n_classes = partition_bytes(self._edges)
             self._edges = [tuple([(int(class_of_byte[lo]), int(class_of_byte[hi]), t)
                                   for lo, hi, t in edges]) for edges in self._edges]
+            by_class = class_of_byte.astype(np.int64)
+            self._copied_moves = {block: moves._replace(lo=by_class[moves.lo],
+                                                        hi=by_class[moves.hi])
+                                  for block, moves in self._copied_moves.items()}
         else:
             class_of_byte, n_classes = np.arange(256, dtype=np.int32), 256
         super().__init__(class_of_byte, n_classes, (), max_states=max_states,
@@ -193,6 +197,8 @@ class PushdownAutomaton(LazyAutomaton):
         # Rules whose body is an automaton with exceptions: the automaton and the state
         # of it each NFA state of the rule stands for (see frame_exception).
         self._excepting_rules: dict[int, tuple[Automaton, np.ndarray]] = {}
+        # Per NFA block of a rule whose body is an automaton: its moves (see copied_state).
+        self._copied_moves: dict[int, CopiedMoves] = {}
         self._item_class_rows: dict[int, tuple[int, ...]] = {}  # per item set: item_row
         # NFA states are numbered in blocks, one per rule built, in the order built.
         self._block_first: list[int] = []
@@ -212,6 +218,8 @@ class PushdownAutomaton(LazyAutomaton):
                 self._rule_accept[k] = e
                 if isinstance(body, Automaton) and first in builder.copied_states:
                     self._excepting_rules[k] = (body, builder.copied_states[first])
+                if isinstance(body, Automaton) and first in builder.copied_moves:
+                    self._copied_moves[k] = builder.copied_moves[first]
         except RecursionError:
             raise LimitExceeded("a rule of the grammar nests too deeply to build",
                                 source=grammar.source) from None
@@ -780,6 +788,24 @@ class PushdownAutomaton(LazyAutomaton):
             return None
         first = self._block_first[block]
         return digest, self.class_of_byte.tobytes(), tuple(sorted(s - first for s in states))
+
+    def copied_state(self, item: int) -> tuple[CopiedMoves, int] | None:
+        """For an item set of a rule whose body is a pre-built automaton (a string with
+        lengths, a pattern, a format), which reads as one state of it: the automaton's
+        moves (in byte classes) and that state; else None."""
+        states = self._items[item]
+        if not self._copied_moves or not states or self._item_guard[item] != NO_GUARD:
+            return None
+        block = bisect_right(self._block_first, states[0]) - 1
+        moves = self._copied_moves.get(block)
+        if moves is None:
+            return None
+        state = states[0] - self._block_first[block]
+        end = moves.accepting.size  # (the rule's end, after the automaton's states)
+        if state >= end or len(states) > 2 or (len(states) == 2
+                                                 and states[1] - states[0] != end - state):
+            return None
+        return moves, state
 
     def frame_exception(self, item: int) -> int | None:
         """For an item set that is one state ``q`` of a rule's automaton with

@@ -72,7 +72,8 @@ from tether.engine.regular import (
     STATE_OVERHEAD_BYTES,
     RegularCompiled,
 )
-from tether.engine.token_masks import mark_node, mark_tokens
+from tether.engine.shallow_frames import DeepTrie, deep_trie, shallow_key
+from tether.engine.token_masks import TrieWalker, mark_node, mark_tokens
 from tether.errors import LimitExceeded
 from tether.vocab import Vocabulary
 
@@ -110,6 +111,7 @@ class PushdownCompiled(RegularCompiled):
         self._frame_rests: dict[int, tuple[bytes | None, int]] = {}  # per item set
         self._stack_completions: dict[int, int] = {}  # per stack node: _stack_tokens
         self._witnesses = pda.witnesses(self._spelling)  # per NFA state: _frame_rest
+        self._long: tuple[DeepTrie, TrieWalker] | None = None  # see _with_long_tokens
 
     def precompute(self, deadline: float, max_states: int = PRECOMPUTE_STATES) -> int:
         """Compute the start state's mask (what the user waits for); later masks are
@@ -259,8 +261,7 @@ class PushdownCompiled(RegularCompiled):
                 hit = self._frame_except(item, like)
             if hit is None:
                 shared_key = self.pda.leaf_frame_key(item)
-                if shared_key is not None:
-                    hit = shared_frames.FRAMES.get(self.vocab, shared_key)
+                hit, form_key = self._shared_leaf_frame(item, shared_key)
                 if hit is None:
                     if item in self._composing:  # a cycle of calls that read nothing
                         raise _Cycle
@@ -273,10 +274,58 @@ class PushdownCompiled(RegularCompiled):
                         hit = self._walk_frame(item)
                     if shared_key is not None:
                         shared_frames.FRAMES.put(self.vocab, shared_key, hit)
+                    if form_key is not None:
+                        shared_frames.FRAMES.put(self.vocab, form_key, hit)
             self._frames[item] = hit
             if len(self._frames) > MAX_CACHED_FRAMES:
                 self._frames.popitem(last=False)
         return hit
+
+    def _shared_leaf_frame(self, item: int, key: Hashable | None
+                           ) -> tuple[Frame | None, Hashable | None]:
+        """The frame of ``item`` from those shared across grammars: under its own
+        ``key`` (:meth:`~tether.engine.pda.PushdownAutomaton.leaf_frame_key`, None for
+        none); else, for a state of a pre-built automaton (however large), made from the
+        frame of a state of the same shallow form, its long tokens read again. Else None,
+        and the key of its shallow form (if it has one) to share the frame under once
+        computed."""
+        hit = None if key is None else shared_frames.FRAMES.get(self.vocab, key)
+        if hit is not None:
+            return hit, None
+        form_key = self._shallow_key(item)
+        like = None if form_key is None else shared_frames.FRAMES.get(self.vocab, form_key)
+        if like is None:
+            return None, form_key
+        return self._with_long_tokens(item, like), None
+
+    def _shallow_key(self, item: int) -> Hashable | None:
+        """The key of the frames of item sets that read like ``item`` on every string
+        of up to the vocabulary's shallow depth (:mod:`tether.engine.shallow_frames`),
+        for a state of a pre-built automaton; else None."""
+        copied = self.pda.copied_state(item)
+        if copied is None:
+            return None
+        digest = shallow_key(*copied, self._long_tokens()[0].shallow)
+        return None if digest is None else (b"shallow", digest, self.pda.class_of_byte.tobytes())
+
+    def _long_tokens(self) -> tuple[DeepTrie, TrieWalker]:
+        if self._long is None:
+            deep = deep_trie(self._walker.trie, self.vocab.size)
+            self._long = deep, TrieWalker(self.pda, self.vocab, deep.trie)
+        return self._long
+
+    def _with_long_tokens(self, item: int, like: Frame) -> Frame:
+        """The frame of ``item`` from the frame ``like`` of an item set that reads alike
+        up to the shallow depth: its tokens and ends up to that depth, and those deeper
+        read from ``item`` over the paths to the long tokens."""
+        deep, walker = self._long_tokens()
+        inner, ends = walker.mask_and_events(self.pda.walled_state(item), lambda: self.pda.pops)
+        words = (like[0] & ~deep.tokens) | (inner & deep.tokens)
+        words.flags.writeable = False
+        depth = self._walker.trie.node_depth
+        ends = deep.main_node[ends]
+        ends = np.sort(ends[depth[ends] > deep.shallow])
+        return words, _union(like[1][depth[like[1]] <= deep.shallow], ends), like[2]
 
     def _walk_frame(self, item: int) -> Frame:
         """The frame of ``item`` by a walk of the whole trie from it, on a wall."""

@@ -45,10 +45,11 @@ from tether.vocab import TokenTrie, Vocabulary
 class TrieWalker:
     """Computes the masks of a DFA's states over one vocabulary."""
 
-    def __init__(self, dfa: LazyDFA, vocab: Vocabulary) -> None:
+    def __init__(self, dfa: LazyDFA, vocab: Vocabulary, trie: ClassTrie | None = None) -> None:
         self.dfa = dfa
         self.vocab = vocab
-        self.trie = class_trie(vocab, dfa.class_of_byte, dfa.n_classes)
+        self.trie = trie if trie is not None else class_trie(vocab, dfa.class_of_byte,
+                                                             dfa.n_classes)
 
     def mask(self, state: int) -> np.ndarray:
         """Bitmask words of the non-special tokens allowed from ``state``."""
