@@ -65,7 +65,7 @@ import numpy as np
 from numba import njit
 
 from tether.automata.shortest import INF
-from tether.engine import bitmask, shared_frames
+from tether.engine import shared_frames
 from tether.engine.pda import BOTTOM, MAX_STACK_NODES, FrameParts, PushdownAutomaton
 from tether.engine.regular import (
     PRECOMPUTE_STATES,
@@ -454,47 +454,83 @@ class PushdownCompiled(RegularCompiled):
         but for a few strings: both read in step over the trie where they differ; the
         subtrees ``item`` cannot read are taken out of ``like``'s frame (their tokens
         and ends), and so are the ends where only ``like`` may end. None if ``item``
-        reads a string ``like`` does not, or ends where it does not."""
-        pda, trie = self.pda, self._walker.trie
-        if pda.item_accepts(item) != pda.item_accepts(like):
+        reads a string ``like`` does not, or ends where it does not. Both are states of
+        one pre-built automaton, read in step by its moves (compiled), but below the few
+        children where it is not deterministic (item sets, in Python)."""
+        trie = self._walker.trie
+        copied, copied_like = self.pda.copied_state(item), self.pda.copied_state(like)
+        if copied is None or copied_like is None or copied[0] is not copied_like[0]:
             return None
-        size, byte = trie.size, trie.node_class
-        lost: list[int] = []  # subtrees item cannot read
-        not_ends: list[int] = []  # nodes where like ends and item does not
-        todo = [(0, item, like)]
+        moves = copied[0]
+        if moves.accepting[copied[1]] != moves.accepting[copied_like[1]]:
+            return None
+        found, lost, not_ends, mixed = _read_in_step(trie.size, trie.node_class, *moves,
+                                                     copied[1], copied_like[1])
+        if not found:
+            return None
+        if mixed.size:
+            more = self._read_in_step_by_items(item, mixed)
+            if more is None:
+                return None
+            lost = np.concatenate([lost, more[0]])
+            not_ends = np.sort(np.concatenate([not_ends, more[1]]))
+        inner, ends, at_once = self._frame(like)
+        if lost.size:
+            first = np.sort(lost)
+            stop = first + trie.size[first]
+            taken = np.zeros(self._n_words, dtype=np.uint32)
+            _mark_subtrees(trie.tok_start, trie.tok_ids, first, stop, taken)
+            inner = inner & ~taken
+            inner.flags.writeable = False
+            at = np.searchsorted(first, ends, side="right") - 1
+            ends = ends[(at < 0) | (ends >= stop[np.maximum(at, 0)])]
+        if not_ends.size:
+            ends = np.setdiff1d(ends, not_ends, assume_unique=True)
+        return inner, ends, at_once
+
+    def _read_in_step_by_items(self, item: int, mixed: np.ndarray
+                               ) -> tuple[np.ndarray, np.ndarray] | None:
+        """What :func:`_read_in_step` left: the subtrees of the children where one of
+        the two states has several moves (an automaton that is not deterministic there:
+        a key's escapes), read in step by the item sets the states are (in the automaton
+        ``item`` is a state of): the nodes whose subtrees the first cannot read, those
+        where only the second ends; None if the first reads or ends where the second
+        does not."""
+        pda = self.pda
+        size, byte = self._walker.trie.size, self._walker.trie.node_class
+        lost: list[int] = []
+        not_ends: list[int] = []
+        todo: list[tuple[int, int, int]] = []
+
+        def visit(child: int, x: int, y: int) -> bool:
+            if x < 0 or y < 0:
+                if y < 0 <= x:
+                    return False
+                if x < 0 <= y:
+                    lost.append(child)
+            elif x != y:
+                if pda.item_accepts(x) != pda.item_accepts(y):
+                    if pda.item_accepts(x):
+                        return False
+                    not_ends.append(child)
+                if size[child] > 1:
+                    todo.append((child, x, y))
+            return True
+
+        for child, a, b in mixed.tolist():
+            c = int(byte[child])
+            if not visit(child, pda.item_row(pda.copied_item(item, a))[c],
+                         pda.item_row(pda.copied_item(item, b))[c]):
+                return None
         while todo:
             node, a, b = todo.pop()
             row_a, row_b = pda.item_row(a), pda.item_row(b)
             child, end = node + 1, node + int(size[node])
             while child < end:
-                c = int(byte[child])
-                x, y = row_a[c], row_b[c]
-                if x < 0 or y < 0:
-                    if y < 0 <= x:
-                        return None
-                    if x < 0 <= y:
-                        lost.append(child)
-                elif x != y:
-                    if pda.item_accepts(x) != pda.item_accepts(y):
-                        if pda.item_accepts(x):
-                            return None
-                        not_ends.append(child)
-                    if size[child] > 1:
-                        todo.append((child, x, y))
+                if not visit(child, row_a[byte[child]], row_b[byte[child]]):
+                    return None
                 child += int(size[child])
-        inner, ends, at_once = self._frame(like)
-        if lost:
-            first = np.array(sorted(lost), dtype=np.int64)
-            stop = first + size[first]
-            tokens = np.concatenate([trie.tok_ids[trie.tok_start[a]:trie.tok_start[b]]
-                                     for a, b in zip(first.tolist(), stop.tolist(), strict=True)])
-            inner = inner & ~bitmask.from_ids(tokens, self.vocab.size)
-            inner.flags.writeable = False
-            at = np.searchsorted(first, ends, side="right") - 1
-            ends = ends[(at < 0) | (ends >= stop[np.maximum(at, 0)])]
-        if not_ends:
-            ends = np.setdiff1d(ends, np.array(not_ends, dtype=np.int64), assume_unique=True)
-        return inner, ends, at_once
+        return np.array(lost, dtype=np.int64), np.array(not_ends, dtype=np.int64)
 
     def _subframe(self, item: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """What frame ``item`` reads below trie ``nodes`` (sorted, unique): the tokens that
@@ -659,6 +695,75 @@ def _follow(node_class, size, tok_start, tok_ids, nodes, classes, words
                 ends[n_ends] = node
                 n_ends += 1
     return ends[:n_ends]
+
+
+@njit(cache=True, nogil=True)
+def _read_in_step(size, node_class, start, lo, hi, target, accepting, a, b
+                  ):  # pragma: no cover - compiled
+    """Read the trie with two states ``a`` and ``b`` of one automaton (its moves as in
+    :class:`~tether.automata.nfa.CopiedMoves`, by trie class) in step, below the nodes
+    where they are in different states: whether every string ``a`` reads ``b`` reads and
+    ``a`` ends only where ``b`` does; the nodes whose subtrees ``a`` cannot read (``b``
+    can); the nodes where ``b`` ends and ``a`` does not; and (child, a, b) for each child
+    where ``a`` or ``b`` has several moves on the child's class, not read."""
+    lost = [0]
+    lost.clear()
+    not_ends = lost.copy()
+    mixed = lost.copy()
+    todo = [(0, a, b)]
+    while len(todo):
+        node, a, b = todo.pop()
+        child, end = node + 1, node + size[node]
+        while child < end:
+            c = node_class[child]
+            x = y = -1
+            n_x = n_y = 0
+            for e in range(start[a], start[a + 1]):
+                if lo[e] <= c <= hi[e]:
+                    x = target[e]
+                    n_x += 1
+            for e in range(start[b], start[b + 1]):
+                if lo[e] <= c <= hi[e]:
+                    y = target[e]
+                    n_y += 1
+            if n_x > 1 or n_y > 1:
+                mixed.append(child)
+                mixed.append(a)
+                mixed.append(b)
+            elif x < 0 or y < 0:
+                if y < 0 <= x:
+                    return (False, np.zeros(0, np.int64), np.zeros(0, np.int64),
+                            np.zeros((0, 3), np.int64))
+                if x < 0 <= y:
+                    lost.append(child)
+            elif x != y:
+                if accepting[x] != accepting[y]:
+                    if accepting[x]:
+                        return (False, np.zeros(0, np.int64), np.zeros(0, np.int64),
+                            np.zeros((0, 3), np.int64))
+                    not_ends.append(child)
+                if size[child] > 1:
+                    todo.append((child, x, y))
+            child += size[child]
+    out_lost = np.empty(len(lost), np.int64)
+    for k in range(len(lost)):
+        out_lost[k] = lost[k]
+    out_not = np.empty(len(not_ends), np.int64)
+    for k in range(len(not_ends)):
+        out_not[k] = not_ends[k]
+    out_mixed = np.empty(len(mixed), np.int64)
+    for k in range(len(mixed)):
+        out_mixed[k] = mixed[k]
+    return True, out_lost, np.sort(out_not), out_mixed.reshape((-1, 3))
+
+
+@njit(cache=True, nogil=True)
+def _mark_subtrees(tok_start, tok_ids, first, stop, words):  # pragma: no cover - compiled
+    """Set in ``words`` the tokens of the subtrees ``first[k] .. stop[k] - 1``."""
+    for k in range(first.size):
+        for j in range(tok_start[first[k]], tok_start[stop[k]]):
+            t = tok_ids[j]
+            words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
 
 
 @njit(cache=True, nogil=True)
