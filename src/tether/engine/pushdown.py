@@ -823,6 +823,9 @@ def _warm_up() -> None:
           one, 0, one, np.zeros(1, dtype=np.uint32))
     _follow(np.zeros(1, dtype=np.int32), np.ones(1, dtype=np.int64), np.zeros(2, dtype=np.int64),
             one, one, one, np.zeros(1, dtype=np.uint32))
+    _read_in_step(np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int32),
+                  np.zeros(2, dtype=np.int64), one, one, one, np.zeros(1, dtype=np.bool_), 0, 0)
+    _mark_subtrees(np.zeros(2, dtype=np.int64), one, one, one, np.zeros(1, dtype=np.uint32))
 
 
 _warm_up()
