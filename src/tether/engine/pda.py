@@ -807,12 +807,6 @@ class PushdownAutomaton(LazyAutomaton):
             return None
         return moves, state
 
-    def copied_item(self, item: int, state: int) -> int:
-        """The item set of ``state`` of the automaton whose state ``item`` is (see
-        :meth:`copied_state`)."""
-        block = bisect_right(self._block_first, self._items[item][0]) - 1
-        return self._item(self._closure(self._block_first[block] + state))
-
     def frame_exception(self, item: int) -> int | None:
         """For an item set that is one state ``q`` of a rule's automaton with
         :class:`~tether.automata.regex_ast.Exceptions`: the item set of the state ``q``

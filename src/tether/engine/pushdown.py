@@ -85,6 +85,7 @@ MAX_SUBFRAME_BYTES = 96 << 20  # masks and node sets held by the (frame, trie no
 MAX_SUBFRAME_KEY = 1024  # trie nodes beyond which a subtree walk is keyed by a fingerprint
 MAX_COMPOSING = 200  # compositions nested at most; deeper frames are walked
 MAX_COMPOSED_PER_MASK = 1_000  # parser states one mask may compose (ambiguity's bound)
+MAX_STEP_SET = 16  # automaton states a set read in step may hold (_frame_except)
 
 Frame = tuple[np.ndarray, np.ndarray, bool]  # inner mask, trie nodes where it ends, at once
 
@@ -454,9 +455,9 @@ class PushdownCompiled(RegularCompiled):
         but for a few strings: both read in step over the trie where they differ; the
         subtrees ``item`` cannot read are taken out of ``like``'s frame (their tokens
         and ends), and so are the ends where only ``like`` may end. None if ``item``
-        reads a string ``like`` does not, or ends where it does not. Both are states of
-        one pre-built automaton, read in step by its moves (compiled), but below the few
-        children where it is not deterministic (item sets, in Python)."""
+        reads a string ``like`` does not, or ends where it does not (or if the two are
+        not states of one pre-built automaton, whose moves they are read in step by:
+        :func:`_read_in_step`)."""
         trie = self._walker.trie
         copied, copied_like = self.pda.copied_state(item), self.pda.copied_state(like)
         if copied is None or copied_like is None or copied[0] is not copied_like[0]:
@@ -464,16 +465,10 @@ class PushdownCompiled(RegularCompiled):
         moves = copied[0]
         if moves.accepting[copied[1]] != moves.accepting[copied_like[1]]:
             return None
-        found, lost, not_ends, mixed = _read_in_step(trie.size, trie.node_class, *moves,
-                                                     copied[1], copied_like[1])
+        found, lost, not_ends = _read_in_step(trie.size, trie.node_class, *moves,
+                                              copied[1], copied_like[1], MAX_STEP_SET)
         if not found:
             return None
-        if mixed.size:
-            more = self._read_in_step_by_items(item, mixed)
-            if more is None:
-                return None
-            lost = np.concatenate([lost, more[0]])
-            not_ends = np.sort(np.concatenate([not_ends, more[1]]))
         inner, ends, at_once = self._frame(like)
         if lost.size:
             first = np.sort(lost)
@@ -487,50 +482,6 @@ class PushdownCompiled(RegularCompiled):
         if not_ends.size:
             ends = np.setdiff1d(ends, not_ends, assume_unique=True)
         return inner, ends, at_once
-
-    def _read_in_step_by_items(self, item: int, mixed: np.ndarray
-                               ) -> tuple[np.ndarray, np.ndarray] | None:
-        """What :func:`_read_in_step` left: the subtrees of the children where one of
-        the two states has several moves (an automaton that is not deterministic there:
-        a key's escapes), read in step by the item sets the states are (in the automaton
-        ``item`` is a state of): the nodes whose subtrees the first cannot read, those
-        where only the second ends; None if the first reads or ends where the second
-        does not."""
-        pda = self.pda
-        size, byte = self._walker.trie.size, self._walker.trie.node_class
-        lost: list[int] = []
-        not_ends: list[int] = []
-        todo: list[tuple[int, int, int]] = []
-
-        def visit(child: int, x: int, y: int) -> bool:
-            if x < 0 or y < 0:
-                if y < 0 <= x:
-                    return False
-                if x < 0 <= y:
-                    lost.append(child)
-            elif x != y:
-                if pda.item_accepts(x) != pda.item_accepts(y):
-                    if pda.item_accepts(x):
-                        return False
-                    not_ends.append(child)
-                if size[child] > 1:
-                    todo.append((child, x, y))
-            return True
-
-        for child, a, b in mixed.tolist():
-            c = int(byte[child])
-            if not visit(child, pda.item_row(pda.copied_item(item, a))[c],
-                         pda.item_row(pda.copied_item(item, b))[c]):
-                return None
-        while todo:
-            node, a, b = todo.pop()
-            row_a, row_b = pda.item_row(a), pda.item_row(b)
-            child, end = node + 1, node + int(size[node])
-            while child < end:
-                if not visit(child, row_a[byte[child]], row_b[byte[child]]):
-                    return None
-                child += int(size[child])
-        return np.array(lost, dtype=np.int64), np.array(not_ends, dtype=np.int64)
 
     def _subframe(self, item: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """What frame ``item`` reads below trie ``nodes`` (sorted, unique): the tokens that
@@ -698,52 +649,69 @@ def _follow(node_class, size, tok_start, tok_ids, nodes, classes, words
 
 
 @njit(cache=True, nogil=True)
-def _read_in_step(size, node_class, start, lo, hi, target, accepting, a, b
+def _read_in_step(size, node_class, start, lo, hi, target, accepting, a, b, max_set
                   ):  # pragma: no cover - compiled
-    """Read the trie with two states ``a`` and ``b`` of one automaton (its moves as in
+    """Read the trie with states ``a`` and ``b`` of one automaton (its moves as in
     :class:`~tether.automata.nfa.CopiedMoves`, by trie class) in step, below the nodes
-    where they are in different states: whether every string ``a`` reads ``b`` reads and
-    ``a`` ends only where ``b`` does; the nodes whose subtrees ``a`` cannot read (``b``
-    can); the nodes where ``b`` ends and ``a`` does not; and (child, a, b) for each child
-    where ``a`` or ``b`` has several moves on the child's class, not read."""
+    where they are in different sets of states (the automaton need not be
+    deterministic: a key's escapes are not): whether every string ``a`` reads ``b``
+    reads and ``a`` ends only where ``b`` does (False too if a set would hold more than
+    ``max_set`` states); the nodes whose subtrees ``a`` cannot read (``b`` can); the
+    nodes where ``b`` ends and ``a`` does not."""
+    nothing = np.zeros(0, np.int64)
     lost = [0]
     lost.clear()
     not_ends = lost.copy()
-    mixed = lost.copy()
-    todo = [(0, a, b)]
-    while len(todo):
-        node, a, b = todo.pop()
+    todo_nodes = lost.copy()
+    todo_a = [np.array([a], np.int64)]
+    todo_b = [np.array([b], np.int64)]
+    todo_nodes.append(0)
+    while len(todo_nodes):
+        node, from_a, from_b = todo_nodes.pop(), todo_a.pop(), todo_b.pop()
         child, end = node + 1, node + size[node]
+        single = from_a.size == 1 and from_b.size == 1
         while child < end:
             c = node_class[child]
-            x = y = -1
             n_x = n_y = 0
-            for e in range(start[a], start[a + 1]):
-                if lo[e] <= c <= hi[e]:
-                    x = target[e]
-                    n_x += 1
-            for e in range(start[b], start[b + 1]):
-                if lo[e] <= c <= hi[e]:
-                    y = target[e]
-                    n_y += 1
-            if n_x > 1 or n_y > 1:
-                mixed.append(child)
-                mixed.append(a)
-                mixed.append(b)
-            elif x < 0 or y < 0:
-                if y < 0 <= x:
-                    return (False, np.zeros(0, np.int64), np.zeros(0, np.int64),
-                            np.zeros((0, 3), np.int64))
-                if x < 0 <= y:
+            if single:  # (the usual case: one state each, one move at most)
+                x_one, n_x = _move_of(from_a[0], c, start, lo, hi, target)
+                y_one, n_y = _move_of(from_b[0], c, start, lo, hi, target)
+            if single and n_x <= 1 and n_y <= 1:
+                if n_x == 0 or n_y == 0:
+                    if n_y == 0 < n_x:
+                        return False, nothing, nothing
+                    if n_x == 0 < n_y:
+                        lost.append(child)
+                elif x_one != y_one:
+                    if accepting[x_one] != accepting[y_one]:
+                        if accepting[x_one]:
+                            return False, nothing, nothing
+                        not_ends.append(child)
+                    if size[child] > 1:
+                        todo_nodes.append(child)
+                        todo_a.append(np.array([x_one], np.int64))
+                        todo_b.append(np.array([y_one], np.int64))
+                child += size[child]
+                continue
+            x = _moved(from_a, c, start, lo, hi, target, max_set)
+            y = _moved(from_b, c, start, lo, hi, target, max_set)
+            if x.size > max_set or y.size > max_set:
+                return False, nothing, nothing
+            if x.size == 0 or y.size == 0:
+                if y.size == 0 < x.size:
+                    return False, nothing, nothing
+                if x.size == 0 < y.size:
                     lost.append(child)
-            elif x != y:
-                if accepting[x] != accepting[y]:
-                    if accepting[x]:
-                        return (False, np.zeros(0, np.int64), np.zeros(0, np.int64),
-                            np.zeros((0, 3), np.int64))
+            elif x.size != y.size or np.any(x != y):
+                x_ends, y_ends = np.any(accepting[x]), np.any(accepting[y])
+                if x_ends != y_ends:
+                    if x_ends:
+                        return False, nothing, nothing
                     not_ends.append(child)
                 if size[child] > 1:
-                    todo.append((child, x, y))
+                    todo_nodes.append(child)
+                    todo_a.append(x)
+                    todo_b.append(y)
             child += size[child]
     out_lost = np.empty(len(lost), np.int64)
     for k in range(len(lost)):
@@ -751,10 +719,45 @@ def _read_in_step(size, node_class, start, lo, hi, target, accepting, a, b
     out_not = np.empty(len(not_ends), np.int64)
     for k in range(len(not_ends)):
         out_not[k] = not_ends[k]
-    out_mixed = np.empty(len(mixed), np.int64)
-    for k in range(len(mixed)):
-        out_mixed[k] = mixed[k]
-    return True, out_lost, np.sort(out_not), out_mixed.reshape((-1, 3))
+    return True, out_lost, np.sort(out_not)
+
+
+@njit(cache=True, nogil=True)
+def _move_of(state, c, start, lo, hi, target):  # pragma: no cover - compiled
+    """The state ``state`` moves to on class ``c`` (any, if several) and how many moves
+    it has there (0, 1 or 2: several)."""
+    found, n = -1, 0
+    for e in range(start[state], start[state + 1]):
+        if lo[e] <= c <= hi[e]:
+            if n and target[e] != found:
+                return found, 2
+            if not n:
+                found, n = target[e], 1
+    return found, n
+
+
+@njit(cache=True, nogil=True)
+def _moved(states, c, start, lo, hi, target, max_set):  # pragma: no cover - compiled
+    """The states (sorted, distinct) that ``states`` move to on class ``c``; more than
+    ``max_set`` of them: any ``max_set + 1``."""
+    out = np.empty(max_set + 1, np.int64)
+    n = 0
+    for i in range(states.size):
+        s = states[i]
+        for e in range(start[s], start[s + 1]):
+            if lo[e] <= c <= hi[e]:
+                t = target[e]
+                seen = False
+                for j in range(n):
+                    if out[j] == t:
+                        seen = True
+                        break
+                if not seen:
+                    if n > max_set:
+                        return out
+                    out[n] = t
+                    n += 1
+    return np.sort(out[:n])
 
 
 @njit(cache=True, nogil=True)
@@ -824,7 +827,8 @@ def _warm_up() -> None:
     _follow(np.zeros(1, dtype=np.int32), np.ones(1, dtype=np.int64), np.zeros(2, dtype=np.int64),
             one, one, one, np.zeros(1, dtype=np.uint32))
     _read_in_step(np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int32),
-                  np.zeros(2, dtype=np.int64), one, one, one, np.zeros(1, dtype=np.bool_), 0, 0)
+                  np.zeros(2, dtype=np.int64), one, one, one, np.zeros(1, dtype=np.bool_), 0, 0,
+                  MAX_STEP_SET)
     _mark_subtrees(np.zeros(2, dtype=np.int64), one, one, one, np.zeros(1, dtype=np.uint32))
 
 
