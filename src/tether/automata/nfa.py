@@ -70,7 +70,8 @@ class CopiedMoves(NamedTuple):
     """The moves of an automaton copied into an NFA (:meth:`NfaBuilder.automaton`), its
     states numbered from 0 (its end, to which accepting states move without reading, is
     not among them): state ``s``'s moves are ``lo[k]..hi[k] -> target[k]`` for ``k`` in
-    ``start[s]..start[s + 1] - 1``, ascending and disjoint (it is deterministic)."""
+    ``start[s]..start[s + 1] - 1``, by ``lo``. They may overlap: a pre-built automaton
+    need not be deterministic (a key automaton's escapes are not)."""
 
     start: np.ndarray  # int64 [n + 1]
     lo: np.ndarray  # int64 [moves]

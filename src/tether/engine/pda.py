@@ -216,10 +216,10 @@ class PushdownAutomaton(LazyAutomaton):
                 s, e = builder.build(body)
                 self._rule_start[k] = s
                 self._rule_accept[k] = e
-                if isinstance(body, Automaton) and first in builder.copied_states:
-                    self._excepting_rules[k] = (body, builder.copied_states[first])
-                if isinstance(body, Automaton) and first in builder.copied_moves:
+                if isinstance(body, Automaton):
                     self._copied_moves[k] = builder.copied_moves[first]
+                    if first in builder.copied_states:
+                        self._excepting_rules[k] = (body, builder.copied_states[first])
         except RecursionError:
             raise LimitExceeded("a rule of the grammar nests too deeply to build",
                                 source=grammar.source) from None
