@@ -437,6 +437,77 @@ def test_frames_of_automaton_states_shared_by_shallow_form(smollm2_vocab, smollm
         _assert_same_masks(walks_of, by_form, _masks_along(vocab_of, walks_of))
 
 
+def test_shallow_forms_shared_across_bounds_and_schemas(smollm2_vocab, monkeypatch) -> None:
+    """A counted string's state far from its bounds reads, to the shallow depth, what
+    any such state reads — whatever the bounds and the schema, counted to a maximum (a
+    chain of states) or not (a loop): once one schema's strings are walked, another's
+    with other bounds walk no frame of a string state but near their bounds."""
+    from tether.engine.pushdown import PushdownCompiled
+
+    walked = []
+    walk_frame = PushdownCompiled._walk_frame
+    monkeypatch.setattr(PushdownCompiled, "_walk_frame", lambda self, item: walked.append(
+        self.pda.copied_state(item)) or walk_frame(self, item))
+    first = {"type": "object", "properties": {"s": {"type": "string", "minLength": 3}}}
+    second = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 250}}
+    text = "x" * 60
+    walks = [(tether.JsonSchema(schema), json.dumps(value),
+              _bytes_as_tokens(smollm2_vocab, json.dumps(value)))
+             for schema, value in ((first, {"s": text}), (second, [text, text]))]
+    from tether.compiler import clear_cache
+    from tether.engine.shared_frames import clear_shared_frames
+
+    clear_cache()
+    clear_shared_frames()
+    for constraint, _, tokens in walks:
+        walked.clear()
+        matcher = tether.compile(constraint, smollm2_vocab).matcher()
+        for token in tokens:
+            matcher.mask()
+            matcher.consume(token)
+        counts = [state for copied in walked if copied is not None for state in [copied[1]]]
+        if constraint is walks[0][0]:
+            assert counts  # the first schema's strings were walked
+        else:  # the second's: its first state at most (minLength 1 in reach)
+            assert len(counts) <= 1, counts
+
+
+def test_frames_of_automaton_states_read_by_their_moves(smollm2_vocab, smollm2_encode,
+                                                        monkeypatch) -> None:
+    """A frame of a state of a pre-built automaton (a string that counts characters, a
+    pattern, a format), what it reads below trie nodes and its long tokens are read by
+    the automaton's own moves, compiled — the same masks as walked over item sets, along
+    instances with escapes, multi-byte characters and runs of ``#`` (SmolLM2's longest
+    tokens); an object's extra keys (not deterministic: their escapes) are walked."""
+    from tether.engine.pushdown import PushdownCompiled
+
+    schema = {"type": "object", "properties": {
+        "a": {"type": "string", "minLength": 2, "maxLength": 40},
+        "b": {"type": "string", "pattern": "^[a-f0-9#]{4,30}$"},
+        "c": {"type": "string", "format": "date-time"},
+        "d": {"type": "array", "items": {"type": "string", "maxLength": 6}},
+        "e": {"type": "object", "additionalProperties": {"type": "integer"}}}}
+    instances = [{"a": "ü\\n\"x" + "#" * 30, "b": "#" * 24 + "ab", "c": "2024-01-02T03:04:05Z",
+                  "d": ["", "é€😀", "\\u00e9"], "e": {"k\\u0041y": 1, "#" * 20: 2}},
+                 {"e": {}, "d": ["######"], "a": "ab", "b": "0123"}]
+    walks = [(tether.JsonSchema(schema), text, tokens)
+             for instance in instances for text in [json.dumps(instance, ensure_ascii=False)]
+             for tokens in (smollm2_encode(text), _bytes_as_tokens(smollm2_vocab, text))]
+    read = [0]
+    walk_copied = PushdownCompiled._walk_copied
+
+    def counted(self, item, trie, roots):
+        out = walk_copied(self, item, trie, roots)
+        read[0] += out is not None
+        return out
+
+    monkeypatch.setattr(PushdownCompiled, "_walk_copied", counted)
+    by_moves = _masks_along(smollm2_vocab, walks)
+    assert read[0] > 20
+    monkeypatch.setattr(PushdownCompiled, "_walk_copied", lambda self, item, trie, roots: None)
+    _assert_same_masks(walks, by_moves, _masks_along(smollm2_vocab, walks))
+
+
 def _longest_first(vocab, text: str) -> list[int]:
     """``text`` in the longest tokens of ``vocab``, left to right."""
     data, ids = text.encode(), {vocab.token_bytes(t): t for t in range(vocab.size)}

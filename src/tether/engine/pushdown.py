@@ -66,6 +66,12 @@ from numba import njit
 
 from tether.automata.shortest import INF
 from tether.engine import shared_frames
+from tether.engine.copied_reads import (
+    MAX_STEP_SET,
+    is_deterministic,
+    read_in_step,
+    walk_copied,
+)
 from tether.engine.pda import BOTTOM, MAX_STACK_NODES, FrameParts, PushdownAutomaton
 from tether.engine.regular import (
     PRECOMPUTE_STATES,
@@ -73,7 +79,7 @@ from tether.engine.regular import (
     RegularCompiled,
 )
 from tether.engine.shallow_frames import DeepTrie, deep_trie, shallow_key
-from tether.engine.token_masks import TrieWalker, mark_node, mark_tokens
+from tether.engine.token_masks import ClassTrie, TrieWalker, mark_node, mark_tokens
 from tether.errors import LimitExceeded
 from tether.vocab import Vocabulary
 
@@ -85,9 +91,9 @@ MAX_SUBFRAME_BYTES = 96 << 20  # masks and node sets held by the (frame, trie no
 MAX_SUBFRAME_KEY = 1024  # trie nodes beyond which a subtree walk is keyed by a fingerprint
 MAX_COMPOSING = 200  # compositions nested at most; deeper frames are walked
 MAX_COMPOSED_PER_MASK = 1_000  # parser states one mask may compose (ambiguity's bound)
-MAX_STEP_SET = 16  # automaton states a set read in step may hold (_frame_except)
 
 Frame = tuple[np.ndarray, np.ndarray, bool]  # inner mask, trie nodes where it ends, at once
+_ROOT = np.zeros(1, dtype=np.int64)  # the trie's root, where a frame's walk starts
 
 
 class PushdownCompiled(RegularCompiled):
@@ -113,6 +119,7 @@ class PushdownCompiled(RegularCompiled):
         self._stack_completions: dict[int, int] = {}  # per stack node: _stack_tokens
         self._witnesses = pda.witnesses(self._spelling)  # per NFA state: _frame_rest
         self._long: tuple[DeepTrie, TrieWalker] | None = None  # see _with_long_tokens
+        self._deterministic: dict[int, bool] = {}  # per copied automaton's moves (by id)
 
     def precompute(self, deadline: float, max_states: int = PRECOMPUTE_STATES) -> int:
         """Compute the start state's mask (what the user waits for); later masks are
@@ -320,7 +327,9 @@ class PushdownCompiled(RegularCompiled):
         up to the shallow depth: its tokens and ends up to that depth, and those deeper
         read from ``item`` over the paths to the long tokens."""
         deep, walker = self._long_tokens()
-        inner, ends = walker.mask_and_events(self.pda.walled_state(item), lambda: self.pda.pops)
+        walked = self._walk_copied(item, deep.trie, _ROOT)
+        inner, ends = walked if walked is not None else walker.mask_and_events(
+            self.pda.walled_state(item), lambda: self.pda.pops)
         words = (like[0] & ~deep.tokens) | (inner & deep.tokens)
         words.flags.writeable = False
         depth = self._walker.trie.node_depth
@@ -329,12 +338,37 @@ class PushdownCompiled(RegularCompiled):
         return words, _union(like[1][depth[like[1]] <= deep.shallow], ends), like[2]
 
     def _walk_frame(self, item: int) -> Frame:
-        """The frame of ``item`` by a walk of the whole trie from it, on a wall."""
-        walled = self.pda.walled_state(item)
-        inner, ends = self._walker.mask_and_events(walled, lambda: self.pda.pops)
-        ends = np.sort(ends)  # (what _subframe expects of the nodes below)
+        """The frame of ``item`` by a walk of the whole trie from it, on a wall (by its
+        automaton's moves, for a state of a pre-built automaton)."""
+        walked = self._walk_copied(item, self._walker.trie, _ROOT)
+        if walked is not None:
+            inner, ends = walked
+        else:
+            walled = self.pda.walled_state(item)
+            inner, ends = self._walker.mask_and_events(walled, lambda: self.pda.pops)
+            ends = np.sort(ends)  # (what _subframe expects of the nodes below)
         inner.flags.writeable = False
         return inner, ends, self.pda.ends_at_once(item)
+
+    def _walk_copied(self, item: int, trie: ClassTrie, roots: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray] | None:
+        """For an item set that is one state of a pre-built automaton whose moves are
+        deterministic: what it reads below ``roots`` of ``trie`` and the nodes (sorted)
+        where it may end there, read by the automaton's moves
+        (:func:`~tether.engine.copied_reads.walk_copied`). Else None."""
+        copied = self.pda.copied_state(item)
+        if copied is None:
+            return None
+        moves, state = copied
+        deterministic = self._deterministic.get(id(moves))
+        if deterministic is None:
+            deterministic = self._deterministic[id(moves)] = is_deterministic(moves)
+        if not deterministic:
+            return None
+        words = np.zeros(self._n_words, dtype=np.uint32)
+        ends = walk_copied(trie.size, trie.node_class, trie.node_depth, trie.tok_start,
+                           trie.tok_ids, trie.depth, roots, state, *moves, words)
+        return words, ends
 
     def _frame_of_chain(self, classes: tuple[int, ...], after: int) -> Frame:
         """The frame of an item set that must read ``classes`` (a literal) and then
@@ -457,7 +491,7 @@ class PushdownCompiled(RegularCompiled):
         and ends), and so are the ends where only ``like`` may end. None if ``item``
         reads a string ``like`` does not, or ends where it does not (or if the two are
         not states of one pre-built automaton, whose moves they are read in step by:
-        :func:`_read_in_step`)."""
+        :func:`~tether.engine.copied_reads.read_in_step`)."""
         trie = self._walker.trie
         copied, copied_like = self.pda.copied_state(item), self.pda.copied_state(like)
         if copied is None or copied_like is None or copied[0] is not copied_like[0]:
@@ -465,8 +499,8 @@ class PushdownCompiled(RegularCompiled):
         moves = copied[0]
         if moves.accepting[copied[1]] != moves.accepting[copied_like[1]]:
             return None
-        found, lost, not_ends = _read_in_step(trie.size, trie.node_class, *moves,
-                                              copied[1], copied_like[1], MAX_STEP_SET)
+        found, lost, not_ends = read_in_step(trie.size, trie.node_class, *moves,
+                                             copied[1], copied_like[1], MAX_STEP_SET)
         if not found:
             return None
         inner, ends, at_once = self._frame(like)
@@ -571,10 +605,15 @@ class PushdownCompiled(RegularCompiled):
             shared = shared_frames.BELOW.get(self.vocab, leaf_key)
             if shared is not None:
                 return (self._empty if shared[0] is None else shared[0]), shared[1]
-        below, ends = self._walker.subtrees_mask_and_events(
-            nodes, self.pda.walled_state(item), lambda: self.pda.pops)
+        walked = (self._walk_copied(item, self._walker.trie, nodes)
+                  if nodes.size <= MAX_SUBFRAME_KEY else None)
+        if walked is not None:
+            below, ends = walked
+        else:
+            below, ends = self._walker.subtrees_mask_and_events(
+                nodes, self.pda.walled_state(item), lambda: self.pda.pops)
+            ends = np.sort(ends)
         below.flags.writeable = False
-        ends = np.sort(ends)
         if leaf_key is not None:
             ends.flags.writeable = False
             shared_frames.BELOW.put(self.vocab, leaf_key,
@@ -649,118 +688,6 @@ def _follow(node_class, size, tok_start, tok_ids, nodes, classes, words
 
 
 @njit(cache=True, nogil=True)
-def _read_in_step(size, node_class, start, lo, hi, target, accepting, a, b, max_set
-                  ):  # pragma: no cover - compiled
-    """Read the trie with states ``a`` and ``b`` of one automaton (its moves as in
-    :class:`~tether.automata.nfa.CopiedMoves`, by trie class) in step, below the nodes
-    where they are in different sets of states (the automaton need not be
-    deterministic: a key's escapes are not): whether every string ``a`` reads ``b``
-    reads and ``a`` ends only where ``b`` does (False too if a set would hold more than
-    ``max_set`` states); the nodes whose subtrees ``a`` cannot read (``b`` can); the
-    nodes where ``b`` ends and ``a`` does not."""
-    nothing = np.zeros(0, np.int64)
-    lost = [0]
-    lost.clear()
-    not_ends = lost.copy()
-    todo_nodes = lost.copy()
-    todo_a = [np.array([a], np.int64)]
-    todo_b = [np.array([b], np.int64)]
-    todo_nodes.append(0)
-    while len(todo_nodes):
-        node, from_a, from_b = todo_nodes.pop(), todo_a.pop(), todo_b.pop()
-        child, end = node + 1, node + size[node]
-        single = from_a.size == 1 and from_b.size == 1
-        while child < end:
-            c = node_class[child]
-            n_x = n_y = 0
-            if single:  # (the usual case: one state each, one move at most)
-                x_one, n_x = _move_of(from_a[0], c, start, lo, hi, target)
-                y_one, n_y = _move_of(from_b[0], c, start, lo, hi, target)
-            if single and n_x <= 1 and n_y <= 1:
-                if n_x == 0 or n_y == 0:
-                    if n_y == 0 < n_x:
-                        return False, nothing, nothing
-                    if n_x == 0 < n_y:
-                        lost.append(child)
-                elif x_one != y_one:
-                    if accepting[x_one] != accepting[y_one]:
-                        if accepting[x_one]:
-                            return False, nothing, nothing
-                        not_ends.append(child)
-                    if size[child] > 1:
-                        todo_nodes.append(child)
-                        todo_a.append(np.array([x_one], np.int64))
-                        todo_b.append(np.array([y_one], np.int64))
-                child += size[child]
-                continue
-            x = _moved(from_a, c, start, lo, hi, target, max_set)
-            y = _moved(from_b, c, start, lo, hi, target, max_set)
-            if x.size > max_set or y.size > max_set:
-                return False, nothing, nothing
-            if x.size == 0 or y.size == 0:
-                if y.size == 0 < x.size:
-                    return False, nothing, nothing
-                if x.size == 0 < y.size:
-                    lost.append(child)
-            elif x.size != y.size or np.any(x != y):
-                x_ends, y_ends = np.any(accepting[x]), np.any(accepting[y])
-                if x_ends != y_ends:
-                    if x_ends:
-                        return False, nothing, nothing
-                    not_ends.append(child)
-                if size[child] > 1:
-                    todo_nodes.append(child)
-                    todo_a.append(x)
-                    todo_b.append(y)
-            child += size[child]
-    out_lost = np.empty(len(lost), np.int64)
-    for k in range(len(lost)):
-        out_lost[k] = lost[k]
-    out_not = np.empty(len(not_ends), np.int64)
-    for k in range(len(not_ends)):
-        out_not[k] = not_ends[k]
-    return True, out_lost, np.sort(out_not)
-
-
-@njit(cache=True, nogil=True)
-def _move_of(state, c, start, lo, hi, target):  # pragma: no cover - compiled
-    """The state ``state`` moves to on class ``c`` (any, if several) and how many moves
-    it has there (0, 1 or 2: several)."""
-    found, n = -1, 0
-    for e in range(start[state], start[state + 1]):
-        if lo[e] <= c <= hi[e]:
-            if n and target[e] != found:
-                return found, 2
-            if not n:
-                found, n = target[e], 1
-    return found, n
-
-
-@njit(cache=True, nogil=True)
-def _moved(states, c, start, lo, hi, target, max_set):  # pragma: no cover - compiled
-    """The states (sorted, distinct) that ``states`` move to on class ``c``; more than
-    ``max_set`` of them: any ``max_set + 1``."""
-    out = np.empty(max_set + 1, np.int64)
-    n = 0
-    for i in range(states.size):
-        s = states[i]
-        for e in range(start[s], start[s + 1]):
-            if lo[e] <= c <= hi[e]:
-                t = target[e]
-                seen = False
-                for j in range(n):
-                    if out[j] == t:
-                        seen = True
-                        break
-                if not seen:
-                    if n > max_set:
-                        return out
-                    out[n] = t
-                    n += 1
-    return np.sort(out[:n])
-
-
-@njit(cache=True, nogil=True)
 def _mark_subtrees(tok_start, tok_ids, first, stop, words):  # pragma: no cover - compiled
     """Set in ``words`` the tokens of the subtrees ``first[k] .. stop[k] - 1``."""
     for k in range(first.size):
@@ -826,9 +753,6 @@ def _warm_up() -> None:
           one, 0, one, np.zeros(1, dtype=np.uint32))
     _follow(np.zeros(1, dtype=np.int32), np.ones(1, dtype=np.int64), np.zeros(2, dtype=np.int64),
             one, one, one, np.zeros(1, dtype=np.uint32))
-    _read_in_step(np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int32),
-                  np.zeros(2, dtype=np.int64), one, one, one, np.zeros(1, dtype=np.bool_), 0, 0,
-                  MAX_STEP_SET)
     _mark_subtrees(np.zeros(2, dtype=np.int64), one, one, one, np.zeros(1, dtype=np.uint32))
 
 

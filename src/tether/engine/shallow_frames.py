@@ -8,9 +8,11 @@ every string of up to ``shallow`` bytes have the same frame for every token of u
 ``shallow`` bytes, and only the few longer ones can tell them apart.
 
 So a state of a copied automaton (:class:`~tether.automata.nfa.CopiedMoves`) is keyed by
-its *shallow form* (:func:`shallow_form`): the states it reaches in fewer than
-``shallow`` bytes, numbered in breadth-first order, with their moves and which of them
-accept — equal forms read alike to that depth. The frame walked for one state serves
+its *shallow form* (:func:`shallow_form`): a hash of what it reads and where it accepts
+on the strings of up to ``shallow`` bytes, built depth by depth — equal forms read alike
+to that depth, whichever automaton they come from: the ``k``-th character of a string
+with ``maxLength: 256``, of one with ``maxLength: 40`` and of one with no bound read
+alike while no bound is in reach. The frame walked for one state serves
 every state with its form, in any grammar of the vocabulary
 (:data:`tether.engine.shared_frames.FRAMES`), once its long tokens are read again from
 the state itself over :class:`DeepTrie` — the paths to the tokens longer than
@@ -22,7 +24,6 @@ bytes, 2,439 of its 100,298 nodes; DeepSeek-V4's: 248 of over 22 bytes, 4,056 of
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from dataclasses import dataclass
 
@@ -104,21 +105,22 @@ def _build_deep_trie(trie: ClassTrie, vocab_size: int) -> DeepTrie:
 
 
 def shallow_key(moves: CopiedMoves, state: int, shallow: int) -> bytes | None:
-    """A digest of the shallow form of ``state`` (:func:`shallow_form`), or None if the
-    form is too large or the moves are not those of a deterministic automaton."""
+    """The shallow form of ``state`` as a key (:func:`shallow_form`), or None if the form
+    is too large or the moves are not those of a deterministic automaton."""
     form = shallow_form(moves, state, shallow)
-    if form.size == 0:
-        return None
-    return hashlib.blake2b(form.tobytes(), digest_size=16).digest()
+    return None if form.size == 0 else form.tobytes()
 
 
 def shallow_form(moves: CopiedMoves, state: int, shallow: int) -> np.ndarray:
-    """The states ``state`` reaches in fewer than ``shallow`` bytes (and those one byte
-    further, by whether they accept), numbered in breadth-first order: per state, whether
-    it accepts, how many moves it has and each move's ``lo``, ``hi`` and target number
-    (targets past the depth have no moves listed). Two states with equal forms accept
-    the same strings of up to ``shallow`` bytes. Empty: too many states
-    (:data:`MAX_FORM_STATES`), or moves that overlap."""
+    """What ``state`` reads on the strings of up to ``shallow`` bytes, as two 64-bit
+    hashes (empty: more than :data:`MAX_FORM_STATES` states on the way, or moves that
+    overlap). States are hashed depth by depth, deepest first: a state ``shallow`` bytes
+    in by whether it accepts; one less deep by whether it accepts and its moves, each a
+    run of classes with the hash of its target one byte deeper, consecutive runs with
+    equal targets merged. So two states have equal forms when they read the same
+    strings of up to ``shallow`` bytes and accept after the same ones — however their
+    automata count: a string's ``k``-th character far from its length bounds has the
+    form of any unbounded string's, in every schema."""
     return _shallow_form(moves.start, moves.lo, moves.hi, moves.target, moves.accepting,
                          state, shallow, MAX_FORM_STATES)
 
@@ -126,35 +128,57 @@ def shallow_form(moves: CopiedMoves, state: int, shallow: int) -> np.ndarray:
 @njit(cache=True, nogil=True)
 def _shallow_form(start, lo, hi, target, accepting, state, shallow, max_states
                   ):  # pragma: no cover - compiled
-    number = {state: 0}
+    # The states of each depth, in order found (layer d: order[first[d]:first[d + 1]]),
+    # and where each (state, depth) is in that order.
+    at = {state * (shallow + 1): 0}
     order = [state]
-    depth = [0]
-    out = [0]
-    out.clear()
-    k = 0
-    while k < len(order):
-        s = order[k]
-        out.append(1 if accepting[s] else 0)
-        if depth[k] >= shallow:
-            out.append(-1)
-            k += 1
-            continue
-        out.append(start[s + 1] - start[s])
-        for e in range(start[s], start[s + 1]):
-            if e > start[s] and lo[e] <= hi[e - 1]:
-                return np.zeros(0, dtype=np.int64)
-            t = target[e]
-            if t not in number:
-                if len(order) >= max_states:
-                    return np.zeros(0, dtype=np.int64)
-                number[t] = len(order)
-                order.append(t)
-                depth.append(depth[k] + 1)
-            out.append(lo[e])
-            out.append(hi[e])
-            out.append(number[t])
-        k += 1
-    return np.array(out, dtype=np.int64)
+    first = [0, 1]
+    for d in range(shallow):
+        for k in range(first[d], first[d + 1]):
+            s = order[k]
+            for e in range(start[s], start[s + 1]):
+                if e > start[s] and lo[e] <= hi[e - 1]:
+                    return np.zeros(0, dtype=np.uint64)
+                key = target[e] * (shallow + 1) + d + 1
+                if key not in at:
+                    if len(order) >= max_states:
+                        return np.zeros(0, dtype=np.uint64)
+                    at[key] = len(order)
+                    order.append(target[e])
+        first.append(len(order))
+    a = np.empty(len(order), dtype=np.uint64)  # the two hashes of each (state, depth)
+    b = np.empty(len(order), dtype=np.uint64)
+    for d in range(shallow, -1, -1):
+        for k in range(first[d], first[d + 1]):
+            s = order[k]
+            x = _mix(np.uint64(1 + accepting[s]), np.uint64(0x243F6A8885A308D3))
+            y = _mix(np.uint64(1 + accepting[s]), np.uint64(0x13198A2E03707344))
+            if d < shallow:
+                e = start[s]
+                while e < start[s + 1]:  # a run of moves to targets of equal hashes
+                    t = at[target[e] * (shallow + 1) + d + 1]
+                    run_lo, run_hi = lo[e], hi[e]
+                    e += 1
+                    while e < start[s + 1] and lo[e] == run_hi + 1:
+                        u = at[target[e] * (shallow + 1) + d + 1]
+                        if a[u] != a[t] or b[u] != b[t]:
+                            break
+                        run_hi = hi[e]
+                        e += 1
+                    x = _mix(_mix(_mix(x, np.uint64(run_lo)), np.uint64(run_hi)), a[t])
+                    y = _mix(_mix(_mix(y, np.uint64(run_lo)), np.uint64(run_hi)), b[t])
+            a[k], b[k] = x, y
+    return np.array([a[0], b[0]], dtype=np.uint64)
+
+
+@njit(cache=True, nogil=True)
+def _mix(h, x):  # pragma: no cover - compiled
+    """``h`` with ``x`` mixed in (order matters): a 64-bit finalizer of their sum."""
+    z = (h ^ (x + np.uint64(0x9E3779B97F4A7C15) + (h << np.uint64(6))
+              + (h >> np.uint64(2))))
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
 
 
 def _warm_up() -> None:
