@@ -549,7 +549,7 @@ class PushdownCompiled(RegularCompiled):
             ends, size = self._pool(ends, pooled, size)
         else:
             size += ends.nbytes
-        self._subframes[key] = (below, ends, nodes if large else None, pooled, size)
+        self._subframes[key] = (below, ends, nodes if large else None, tuple(pooled), size)
         self._subframe_bytes += size
         while (self._subframe_bytes + self._node_sets.bytes > MAX_SUBFRAME_BYTES
                and len(self._subframes) > 1):
