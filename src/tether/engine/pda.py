@@ -174,6 +174,13 @@ class PushdownAutomaton(LazyAutomaton):
         self._completion: dict[int, int] = {}
         root = self._rule_index[grammar.start]
         self.start = self._intern((self._node(self._rule_start_item[root], BOTTOM),))
+        # The rules are built into the NFA: their syntax trees, tracked by the garbage
+        # collector for the life of the automaton (~1,000 objects a schema, most of those
+        # a server's compiled constraints hold), go. Kept: the pre-built automata, which a
+        # leaf frame's key digests.
+        self.grammar = replace(grammar, rules={name: body for name, body in grammar.rules.items()
+                                               if isinstance(body, Automaton)})
+        self._group_ids.clear()  # (keyed by groups of the trees: looked up while building)
 
     # -- the NFA of all rules ------------------------------------------------------------
     def _build_nfa(self, grammar: Grammar) -> None:
@@ -942,7 +949,7 @@ class PushdownAutomaton(LazyAutomaton):
         if end - first > MAX_KEYED_RULE_STATES:
             return None
         rule = self._block_rule[block]
-        body = self.grammar.rules[self._rule_names[rule]] if rule < self._n_static else None
+        body = self.grammar.rules.get(self._rule_names[rule]) if rule < self._n_static else None
         if isinstance(body, Automaton):  # its copy is a function of it: digest it at once
             head = np.array([body.n_states, body.start, *body.accepting], dtype=np.int64)
             return hashlib.blake2b(b"automaton" + head.tobytes()
