@@ -13,10 +13,14 @@ schemas both sources pass count (a change may compile schemas that were refused)
 
 Minutes apart, even that varies by ±8 % on this machine. ``--one-core`` runs both sources
 at the same time on one core instead and compares the CPU time each thread spent in
-masks, which sharing the core does not inflate: repeats agree within ~3 %.
+masks, which sharing the core does not inflate: repeats agree within ~3 %. It runs each
+``--batch`` schemas (20) in fresh worker processes, as ``maskbench.py`` does: a process
+that ran hundreds of schemas shares more across them (leaf frames) and collects more
+garbage than one of maskbench's, so a change's gain there need not be maskbench's
+(``--batch 0``: the whole sample in one process each).
 
     .venv/bin/python bench/compare_revisions.py [--base HEAD] [--sample 200 --seed 0]
-                                                [--one-core]
+                                                [--one-core [--batch 20]]
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ import numpy as np
 from _side_by_side import ROOT, import_from, revision_tree, side_by_side, start_worker
 
 
-def worker(src: str, out: str, sample: int, seed: int) -> None:
-    """Time every schema of the sample with tether from ``src``; JSON to ``out``."""
+def worker(src: str, out: str, sample: int, seed: int, first: int, count: int) -> None:
+    """Time schemas ``first .. first + count - 1`` of the sample (all if ``count`` is 0)
+    with tether from ``src``; JSON to ``out``."""
     import_from(src)
     from _common import load
     from _maskbench_method import TetherEngine, run_schema, schema_files
@@ -68,7 +73,7 @@ def worker(src: str, out: str, sample: int, seed: int) -> None:
     files = schema_files(sample, seed)
     run_schema(engine, files[0], tokenizers.encode, lambda t: b"")  # compiled code loaded
     results = {}
-    for path in files:
+    for path in files[first:first + count] if count else files:
         cpu[0] = 0.0
         r = run_schema(engine, path, tokenizers.encode, lambda t: b"")
         results[path.name] = {"tbm": r["tbm_s"], "ttfm": r["ttfm_s"], "status": r["status"],
@@ -94,17 +99,22 @@ def compare(base: dict, new: dict) -> float:
     return ratio
 
 
-def one_core(args: list[str], tree: Path) -> None:
+def one_core(args: list[str], tree: Path, sample: int, batch: int) -> None:
     """Both sources at the same time on one core, twice: the ratio of the CPU time their
-    masks took (each thread's own time, which sharing the core does not inflate)."""
+    masks took (each thread's own time, which sharing the core does not inflate), each
+    ``batch`` schemas in fresh workers (0: all in one)."""
     with tempfile.TemporaryDirectory() as tmp:
         for k in (1, 2):
-            outs = [Path(tmp) / "base.json", Path(tmp) / "new.json"]
-            runs = [start_worker(__file__, args, 1, tree, outs[0]),
-                    start_worker(__file__, args, 1, ROOT, outs[1])]
-            if any(r.wait() for r in runs):
-                raise SystemExit("a worker failed")
-            results = [json.loads(out.read_text()) for out in outs]
+            results: list[dict] = [{}, {}]
+            for first in range(0, sample, batch or sample):
+                outs = [Path(tmp) / "base.json", Path(tmp) / "new.json"]
+                part = [*args, "--first", str(first), "--count", str(batch)]
+                runs = [start_worker(__file__, part, 1, tree, outs[0]),
+                        start_worker(__file__, part, 1, ROOT, outs[1])]
+                if any(r.wait() for r in runs):
+                    raise SystemExit("a worker failed")
+                for result, out in zip(results, outs, strict=True):
+                    result.update(json.loads(out.read_text()))
             both = [k for k in results[0] if k in results[1]
                     and results[0][k]["status"] == results[1][k]["status"] == "pass"]
             base, new = (sum(r[k]["cpu"] for k in both) for r in results)
@@ -119,16 +129,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--one-core", action="store_true",
                         help="run both on core 1 at once and compare the CPU time of masks")
+    parser.add_argument("--batch", type=int, default=20,
+                        help="with --one-core: schemas per worker process (0: all in one)")
+    parser.add_argument("--first", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--worker", nargs=2, metavar=("SRC", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(*args.worker, args.sample, args.seed)
+        worker(*args.worker, args.sample, args.seed, args.first, args.count)
         return
     sample = ["--sample", str(args.sample), "--seed", str(args.seed)]
     if args.one_core:
         with revision_tree(args.base) as tree:
             start_worker(__file__, ["--sample", "10"], 0, tree, tree / "warm.json").wait()
-            one_core(sample, tree)
+            one_core(sample, tree, args.sample, args.batch)
         return
     ratios = []
 
