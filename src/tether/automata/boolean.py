@@ -259,3 +259,16 @@ def _closure(table: np.ndarray, seeds: np.ndarray, *, forward: bool) -> np.ndarr
 
 def _too_large(message: str, location: str | int | None) -> LimitExceeded:
     return LimitExceeded(message, location=location)
+
+
+def _warm_up() -> None:
+    """Load the compiled kernels now, not inside the first compile that needs them (see
+    :func:`tether.engine.token_masks._warm_up`)."""
+    _byte_run_edges(np.zeros((1, 1), dtype=np.int32), np.zeros(256, dtype=np.int64), 2)
+    one_class = np.zeros((2, 1), dtype=np.int64)  # (C order: one column is both)
+    two_classes = np.asfortranarray(np.zeros((2, 2), dtype=np.int64))  # (columns picked)
+    for dead in (one_class, two_classes):
+        _product_table(dead, dead, 2, 3, False, 8)
+
+
+_warm_up()

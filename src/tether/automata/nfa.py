@@ -381,3 +381,16 @@ def coreachable(n: int, src: np.ndarray, dst: np.ndarray, seeds: np.ndarray) -> 
                 stack[top] = p
                 top += 1
     return alive
+
+
+def _warm_up() -> None:
+    """Load the compiled kernel now, not inside the first compile that needs it (see
+    :func:`tether.engine.token_masks._warm_up`): for whole arrays and for columns of an
+    edge table (another layout)."""
+    none = np.zeros(0, dtype=np.int64)
+    columns = np.zeros((2, 4), dtype=np.int64)
+    coreachable(1, none, none, none)
+    coreachable(1, columns[:, 0], columns[:, 3], none)
+
+
+_warm_up()

@@ -79,7 +79,7 @@ from tether.engine.regular import (
     RegularCompiled,
 )
 from tether.engine.shallow_frames import DeepTrie, deep_trie, shallow_key
-from tether.engine.token_masks import ClassTrie, TrieWalker, mark_node, mark_tokens
+from tether.engine.token_masks import ClassTrie, TrieWalker, mark_node, mark_tokens, read_only
 from tether.errors import LimitExceeded
 from tether.vocab import Vocabulary
 
@@ -748,11 +748,14 @@ def _warm_up() -> None:
     """Load the compiled kernels now, not inside the first mask that needs them (see
     :func:`tether.engine.token_masks._warm_up`)."""
     one = np.zeros(1, dtype=np.int64)
-    _union(one, one)
+    fixed = read_only(one)  # (frames' node sets are read-only: variants of the kernels)
+    for a, b in ((one, one), (one, fixed), (fixed, one), (fixed, fixed)):
+        _union(a, b)
     _step(np.zeros(1, dtype=np.int32), np.ones(1, dtype=np.int64), np.zeros(2, dtype=np.int64),
           one, 0, one, np.zeros(1, dtype=np.uint32))
-    _follow(np.zeros(1, dtype=np.int32), np.ones(1, dtype=np.int64), np.zeros(2, dtype=np.int64),
-            one, one, one, np.zeros(1, dtype=np.uint32))
+    for nodes in (one, fixed):
+        _follow(np.zeros(1, dtype=np.int32), np.ones(1, dtype=np.int64),
+                np.zeros(2, dtype=np.int64), one, nodes, one, np.zeros(1, dtype=np.uint32))
     _mark_subtrees(np.zeros(2, dtype=np.int64), one, one, one, np.zeros(1, dtype=np.uint32))
 
 

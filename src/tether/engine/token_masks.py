@@ -385,18 +385,27 @@ def _warm_up() -> None:
           np.zeros(1, dtype=np.uint32),
           np.empty((1, 2), dtype=np.int64), _NO_FLAGS, _NO_FLAGS, _NO_EVENTS, _NO_FLAGS,
           np.zeros(1, dtype=np.int64))
-    _below_ranges(empty, np.ones(1, dtype=np.int64), 0)
+    for nodes in (empty, read_only(empty)):  # (cached node sets are read-only: a variant)
+        _below_ranges(nodes, np.ones(1, dtype=np.int64), 0)
     _children_in_classes(empty, empty, empty, np.zeros(2, dtype=np.int64), empty,
                          np.zeros(1, dtype=np.bool_))
     no_pairs = np.empty((0, 2), dtype=np.int64)
-    for states in (empty, no_pairs[:, 1]):  # (a column of pairs: another layout)
-        _distinct_states(states, np.zeros(1, dtype=np.bool_))
+    for states in (empty, np.zeros((2, 2), dtype=np.int64)[:, 1]):  # (a column of pairs:
+        _distinct_states(states, np.zeros(1, dtype=np.bool_))      # another layout)
     _states_below(table, np.zeros(1, dtype=np.int32), empty, no_pairs)
     _merge_paths(np.array([-1], dtype=np.int64), np.zeros(1, dtype=np.int32),
                  np.array([0, 1, 1], dtype=np.int64), 1)
     _group_tokens(empty, empty, 1)
     mark_tokens(np.zeros(2, dtype=np.int64), empty, empty, np.zeros(1, dtype=np.uint32))
     _preorder(np.array([-1], dtype=np.int64))
+
+
+def read_only(array: np.ndarray) -> np.ndarray:
+    """A read-only copy of ``array``: numba compiles a kernel apart for read-only arrays
+    (the warm-ups load both)."""
+    out = array.copy()
+    out.flags.writeable = False
+    return out
 
 
 _MAX_MISSING = 1 << 14  # unbuilt transitions a walk can note to resume from

@@ -781,3 +781,13 @@ def _encode_dfa(dfa: Dfa, location: str) -> Automaton:
                             backslashes.astype(np.int64), chains]).astype(np.int32)
     edges.flags.writeable = False
     return Automaton(next_state, edges, 0, (1,), location)
+
+
+def _warm_up() -> None:
+    """Load the compiled kernel now, not inside the first compile that needs it (see
+    :func:`tether.engine.token_masks._warm_up`)."""
+    _escape_chains(np.zeros(0, dtype=np.int64), np.zeros((0, 2), dtype=np.uint64),
+                   _SHORT_BYTES, _SHORT_LETTERS, 2)
+
+
+_warm_up()

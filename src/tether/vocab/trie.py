@@ -232,3 +232,15 @@ def _longest_first(data, node_byte, first_child, n_children, node_token, out
         n += 1
         at = end
     return n
+
+
+def _warm_up() -> None:
+    """Load the compiled kernels now, not inside the first mask or budget that needs them
+    (see :func:`tether.engine.token_masks._warm_up`); text comes in read-only (bytes)."""
+    data = np.frombuffer(b"", dtype=np.uint8)
+    node_byte, one = np.zeros(1, dtype=np.uint8), np.zeros(1, dtype=np.int64)
+    for segment in (_longest_first, _fewest):
+        segment(data, node_byte, one, one, one, np.empty(0, dtype=np.int64))
+
+
+_warm_up()
