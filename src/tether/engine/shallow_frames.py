@@ -35,7 +35,7 @@ from tether.engine import bitmask
 from tether.engine.token_masks import ClassTrie
 
 MAX_DEEP_TOKENS = 256  # tokens longer than the shallow depth, at most
-MAX_FORM_STATES = 4096  # states a shallow form may hold; past it a state is not keyed
+MAX_FORM_STATES = 4096  # (state, depth) pairs a shallow form may hold; past it: not keyed
 
 
 @dataclass(frozen=True)
