@@ -112,8 +112,8 @@ class PushdownAutomaton(LazyAutomaton):
         # once per request (a JSON Schema) wants.
         if byte_classes:
             class_of_byte, n_classes = partition_bytes(self._edges)
-            self._edges = [tuple([(int(class_of_byte[lo]), int(class_of_byte[hi]), t)
-                                  for lo, hi, t in edges]) for edges in self._edges]
+            self._edges = tuple(tuple([(int(class_of_byte[lo]), int(class_of_byte[hi]), t)
+                                       for lo, hi, t in edges]) for edges in self._edges)
             by_class = class_of_byte.astype(np.int64)
             self._copied_moves = {block: moves._replace(lo=by_class[moves.lo],
                                                         hi=by_class[moves.hi])
@@ -165,7 +165,6 @@ class PushdownAutomaton(LazyAutomaton):
         self._alone: dict[int, int] = {}  # per item set: moves_alone
         self.pops = np.zeros(self.accepting.size, dtype=bool)
         # Shortest completions (see completion_bytes), computed on first use.
-        self._static_nfa = len(self._edges)  # NFA states of the grammar's own rules
         self.structure_bytes = STRUCTURE_BYTES_PER_EDGE * sum(map(len, self._edges))
         self._nfa_distances: np.ndarray | None = None
         self._group_costs: dict[int, int] = {}  # per group rule, once distances settled
@@ -239,13 +238,16 @@ class PushdownAutomaton(LazyAutomaton):
         self._accept_states = set(self._rule_accept[:n])
         # Drop moves into NFA states that cannot reach their rule's end.
         trim_moves(self._edges, self._eps, self._rule_accept[:n], self._calls)
-        # Moves and calls as tuples from now on (states of group rules, added later, too):
-        # tuples of numbers leave the garbage collector's lists at its first pass, lists
-        # are scanned at every collection of their generation (a full one: ~0.5 us an
-        # object, 40-150 ms inside a mask with a few dozen grammars compiled).
-        self._edges = [tuple(moves) for moves in self._edges]
-        self._eps = [tuple(targets) for targets in self._eps]
+        # Moves and calls as tuples of tuples from now on: tuples of numbers leave the
+        # garbage collector's lists at its first pass, lists (and what they hold) are
+        # scanned at every collection of their generation (a full one: ~0.5 us an object,
+        # 40-150 ms inside a mask with a few dozen grammars compiled). States of group
+        # rules, numbered later, read no byte; their one epsilon move is in _late_eps.
+        self._edges = tuple(tuple(moves) for moves in self._edges)
+        self._eps = tuple(tuple(targets) for targets in self._eps)
         self._calls = {s: tuple(calls) for s, calls in self._calls.items()}
+        self._static_nfa = self._n_nfa = len(self._edges)  # the grammar's own rules' states
+        self._late_eps: dict[int, tuple[int, ...]] = {}  # a nullable group rule's start
 
     # -- AnyOrder groups: rules built per reached state (module docstring) ---------------
     def _group_root(self, group: AnyOrder, owner: str) -> int:
@@ -299,12 +301,11 @@ class PushdownAutomaton(LazyAutomaton):
         return rule
 
     def _new_state(self) -> int:
-        if len(self._edges) >= MAX_NFA_STATES:
+        if self._n_nfa >= MAX_NFA_STATES:
             raise LimitExceeded(f"the grammar needs more than {MAX_NFA_STATES} NFA states",
                                 source=self.grammar.source)
-        self._edges.append(())
-        self._eps.append(())
-        return len(self._edges) - 1
+        self._n_nfa += 1
+        return self._n_nfa - 1
 
     def _build_group_rule(self, rule: int) -> int:
         """Build the rule of a group state: ``(comma)? (member next)*`` over the members
@@ -321,7 +322,7 @@ class PushdownAutomaton(LazyAutomaton):
                     moves.append((member, (gid, after, step)))
             if g.extra >= 0 and self._productive(g, written, step):
                 moves.append((g.extra, (gid, written, step)))
-        self._block_first.append(len(self._edges))
+        self._block_first.append(self._n_nfa)
         self._block_rule.append(rule)
         start, end = self._new_state(), self._new_state()
         self._accept_states.add(end)
@@ -335,7 +336,7 @@ class PushdownAutomaton(LazyAutomaton):
             self._calls[after_member] = ((PENDING, end),)
             self._group_next[after_member] = nxt
         if self._nullable[rule]:
-            self._eps[start] = (end,)
+            self._late_eps[start] = (end,)
         self._rule_start[rule] = start
         self._rule_accept[rule] = end
         item = self._rule_start_item[rule] = self._item(self._closure(start))
@@ -360,9 +361,13 @@ class PushdownAutomaton(LazyAutomaton):
     def _closure(self, nfa_state: int) -> tuple[int, ...]:
         memo = self._closure_memo.get(nfa_state)
         if memo is None:
-            memo = self._closure_memo[nfa_state] = tuple(sorted(epsilon_closure(
-                self._eps, nfa_state,
-                lambda s: bool(self._edges[s]) or s in self._calls or s in self._accept_states)))
+            if nfa_state < self._static_nfa:  # (static states move to static states only)
+                reached = epsilon_closure(self._eps, nfa_state, lambda s: bool(
+                    self._edges[s]) or s in self._calls or s in self._accept_states)
+            else:  # a group rule's: calls, its end, and its start's move to the end
+                reached = {s for s in (nfa_state, *self._late_eps.get(nfa_state, ()))
+                           if s in self._calls or s in self._accept_states}
+            memo = self._closure_memo[nfa_state] = tuple(sorted(reached))
         return memo
 
     def _item(self, states: tuple[int, ...]) -> int:
@@ -379,7 +384,7 @@ class PushdownAutomaton(LazyAutomaton):
         self._item_base.append(iid)
         accepts = not self._accept_states.isdisjoint(states)
         self._item_accepts.append(accepts)
-        self._item_final.append(accepts and not any(self._edges[s] or s in self._calls
+        self._item_final.append(accepts and not any(self._edges_of(s) or s in self._calls
                                                     for s in states))
         return iid
 
@@ -411,7 +416,7 @@ class PushdownAutomaton(LazyAutomaton):
         # Each elementary segment of the byte axis reaches the union of the closures of
         # the edges covering it.
         moves: list[tuple[int, int, int]] = []
-        for lo, hi, ends in segments([e for s in self._items[iid] for e in self._edges[s]]):
+        for lo, hi, ends in segments([e for s in self._items[iid] for e in self._edges_of(s)]):
             if len(ends) == 1:
                 target = self._item(self._closure(ends[0]))
             else:
@@ -696,7 +701,7 @@ class PushdownAutomaton(LazyAutomaton):
         hit = self._late_distances.get(s)
         if hit is None:  # a state of a group rule's block: calls and epsilon moves, acyclic
             best = 0 if s in self._accept_states else INF
-            for t in self._eps[s]:
+            for t in self._late_eps.get(s, ()):
                 best = min(best, self._nfa_distance(t))
             for rule, t in self._calls.get(s, ()):
                 cost = self._call_cost(self._called(rule, s), self._nfa_distances)
@@ -723,7 +728,15 @@ class PushdownAutomaton(LazyAutomaton):
         return Witnesses(self._nfa_distance, self._nfa_moves, call_cost, rule_start, spelling)
 
     def _nfa_moves(self, s: int) -> tuple:
-        return self._eps[s], self._edges[s], self._calls.get(s, ())
+        return self._eps_of(s), self._edges_of(s), self._calls.get(s, ())
+
+    def _edges_of(self, s: int) -> tuple[tuple[int, int, int], ...]:
+        """The byte moves of NFA state ``s`` (none for a group rule's)."""
+        return self._edges[s] if s < self._static_nfa else ()
+
+    def _eps_of(self, s: int) -> tuple[int, ...]:
+        """The epsilon moves of NFA state ``s``."""
+        return self._eps[s] if s < self._static_nfa else self._late_eps.get(s, ())
 
     def _called(self, rule: int, s: int) -> int:
         """The rule a call of NFA state ``s`` stands for (a group state not numbered yet
@@ -899,7 +912,7 @@ class PushdownAutomaton(LazyAutomaton):
         nothing and may not end at once; its moves lead where those of ``item`` do)."""
         hit = self._alone.get(item)
         if hit is None:
-            reading = tuple(s for s in self._items[item] if self._edges[s])
+            reading = tuple(s for s in self._items[item] if self._edges_of(s))
             hit = self._alone[item] = self.guarded(self._item(reading),
                                                    self._item_guard[item])
         return hit
@@ -922,7 +935,7 @@ class PushdownAutomaton(LazyAutomaton):
     def _block_range(self, block: int) -> tuple[int, int]:
         """The NFA states of a rule: ``block``'s first and its end."""
         end = (self._block_first[block + 1] if block + 1 < len(self._block_first)
-               else len(self._edges))
+               else self._n_nfa)
         return self._block_first[block], end
 
     def forced_chain(self, item: int) -> tuple[tuple[int, ...], int] | None:
@@ -957,7 +970,7 @@ class PushdownAutomaton(LazyAutomaton):
             return hashlib.blake2b(b"automaton" + head.tobytes()
                                    + np.ascontiguousarray(body.edges).tobytes(),
                                    digest_size=16).digest()
-        if self._block_calls(block):
+        if self._block_calls(block) or end > self._static_nfa:  # (a group rule's block)
             return None
         # (flattened by iterators in C: a bounded number's rule has ~5,000 states)
         edges, eps = self._edges[first:end], self._eps[first:end]
@@ -1339,7 +1352,7 @@ def _refuse_left_recursion(pda: PushdownAutomaton, grammar: Grammar) -> None:
         called: set[int] = set()
         while stack:
             s = stack.pop()
-            nxt = list(pda._eps[s])
+            nxt = list(pda._eps_of(s))
             for rule, target in pda._calls.get(s, ()):
                 called.add(rule)
                 if nullable[rule]:
@@ -1367,7 +1380,7 @@ def _reaches_end(pda: PushdownAutomaton, rule: int, nullable: list[bool]) -> boo
         s = stack.pop()
         if s == pda._rule_accept[rule]:
             return True
-        nxt = list(pda._eps[s])
+        nxt = list(pda._eps_of(s))
         nxt += [t for r, t in pda._calls.get(s, ()) if nullable[r]]
         for t in nxt:
             if t not in seen:

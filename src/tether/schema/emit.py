@@ -15,7 +15,6 @@ from dataclasses import replace
 from decimal import Decimal
 from fractions import Fraction
 
-from tether.automata.pieces import PieceCache
 from tether.automata.regex_ast import CharSet, literal
 from tether.errors import CompileError, LimitExceeded
 from tether.grammar.ir import Expr, Ref
@@ -48,11 +47,6 @@ ANY_RULE = "any"
 # cannot be kept); any other name has no defined meaning and is an annotation.
 MAX_NESTING = 48  # subschemas nested inside one another while emitting
 _UNSET = object()
-# The number texts of each numeric shape (its location aside) compiled in this process: a
-# bound builds a tree of ~5,000 NFA states (its exponent forms) in ~10 ms, the same in
-# every schema with that bound. (Errors are not kept: each raises where it is.)
-_NUMBERS: PieceCache[Expr | None] = PieceCache("json_number", max_entries=1024,
-                                               max_weight=1024)
 _LONG_STRING = "the length bound needs"  # … and that a maxLength is too large for it
 
 
@@ -204,18 +198,14 @@ class Emitter:
             excluded_formats=tuple(sorted(s.excluded_formats)), location=s.where)
 
     def number(self, n: Num) -> Expr | None:
-        """The number texts of ``n`` (shared, :data:`_NUMBERS`); None when no number fits
-        (every one left is a multiple of a ``non_multiples`` step)."""
-        node = _NUMBERS.get(replace(n, where=""), lambda: self._number_texts(n))
-        if node is None:
-            return self.empty("every number allowed is a multiple of "
-                              f"{min(n.non_multiples)}", n.where)
-        return replace(node, pos=n.where)
-
-    def _number_texts(self, n: Num) -> Expr | None:
+        """The number texts of ``n``; None when no number fits (every one left is a
+        multiple of a ``non_multiples`` step)."""
         node = self._number(n)
         if n.non_multiples:
-            return numbers.without_multiples(node, sorted(n.non_multiples), n.where)
+            node = numbers.without_multiples(node, sorted(n.non_multiples), n.where)
+            if node is None:
+                return self.empty("every number allowed is a multiple of "
+                                  f"{min(n.non_multiples)}", n.where)
         return node
 
     def _number(self, n: Num) -> Expr:
