@@ -11,7 +11,9 @@ the first frame inside a string of at most 255 characters.
 - :func:`walk_copied`: the tokens a state reads below trie nodes and the nodes where it
   may end — the frame of the state (below the root), what it reads below the nodes
   where the frame under it ended, its long tokens. Deterministic moves only
-  (:func:`is_deterministic`; the caller walks the item sets of the others).
+  (:func:`is_deterministic`; the caller walks the item sets of the others), on the byte
+  trie (searching each state's moves costs little beside marking a byte trie's tokens;
+  on a class trie the item-set rows, few and kept, are faster).
 - :func:`read_in_step`: two states of one automaton read in step where they differ (an
   object's extra keys, which read like any string but for a few names).
 """
