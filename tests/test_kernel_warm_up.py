@@ -12,6 +12,7 @@ from pathlib import Path
 SCRIPT = r"""
 import json, sys
 import numba.core.dispatcher as dispatcher
+import numpy as np
 
 import tether
 import tether.engine.batch
@@ -55,7 +56,6 @@ walker = tether.compile(cases[0][0], vocab).matcher()  # (a byte at a time: othe
 for byte in cases[0][1].encode():
     walker.mask()
     walker.consume(by_bytes[bytes([byte])])
-import numpy as np
 out = np.zeros((len(matchers), tether.engine.bitmask.n_words(vocab.size)), dtype=np.uint32)
 tether.fill_masks(matchers, out, threads=2)
 print("\n".join(loaded))

@@ -362,8 +362,10 @@ class PushdownCompiled(RegularCompiled):
         1.6; its cold masks' p99 1.6-1.7 ms, not 1.7-1.8); on the byte trie (a JSON
         Schema, compiled per request) each count of a string is a new row built in
         Python."""
+        if self.pda.n_classes < 256:  # a class trie
+            return None
         copied = self.pda.copied_state(item)
-        if copied is None or self.pda.n_classes < 256:  # (see below)
+        if copied is None:
             return None
         moves, state = copied
         deterministic = self._deterministic.get(id(moves))
