@@ -661,6 +661,32 @@ def test_compile_cache_limit(smollm2_vocab) -> None:
         compiler.clear_cache()
 
 
+def test_resident_constraints_outlive_the_cache_bound(smollm2_vocab) -> None:
+    """A constraint kept resident stays compiled (the same object) past the bound and
+    past ``shrink_cache``, and does not count against the bound: the others are evicted
+    as if it were not there."""
+    from tether import compiler
+
+    default = compiler.MAX_CACHED_BYTES
+    compiler.clear_cache()
+    resident = tether.JsonSchema({"type": "array", "items": {"type": "integer"}})
+    try:
+        compiler.keep_resident(resident)
+        first = tether.compile(resident, smollm2_vocab)
+        first.matcher().mask()
+        compiler.limit_cache(first.held_bytes // 2 + 1)
+        others = [tether.JsonSchema({"type": "integer", "minimum": n}) for n in range(2)]
+        for other in others:
+            tether.compile(other, smollm2_vocab)
+        assert [key[0] for key in compiler._cache] == [resident, others[1]]
+        compiler.shrink_cache()
+        assert tether.compile(resident, smollm2_vocab) is first
+        assert [key[0] for key in compiler._cache] == [resident]
+    finally:
+        compiler.limit_cache(default)
+        compiler.clear_cache()
+
+
 def test_formats_assert_by_default_and_annotate_on_request():
     schema = {"type": "string", "format": "date"}
     vocab = tether.Vocabulary.of_bytes()

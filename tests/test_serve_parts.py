@@ -143,3 +143,18 @@ def test_serve_refuses_an_address_it_cannot_listen_on(capsys):
         assert main(["serve", "--port", str(port)]) == EXIT_ERROR
     assert "cannot listen on 127.0.0.1" in capsys.readouterr().err
     assert main(["serve", "--timeout", "0"]) == EXIT_ERROR
+
+
+def test_the_server_keeps_its_languages_compiled() -> None:
+    """The grammars of ``constraint_spec.language`` are kept resident: past the server's
+    small compile-cache bound, a Python request does not compile the grammar again."""
+    from tether import compiler
+    from tether.code import language_grammar
+    from tether.serve import keep_languages_resident
+
+    try:
+        keep_languages_resident()
+        assert {language_grammar("python"), language_grammar("python-fenced")} <= \
+            compiler._resident
+    finally:
+        compiler.clear_cache()

@@ -43,6 +43,8 @@ BRACKET_SPACE = parse_regex(r"(?:[ \t\f\r\n]|\\\r?\n|#[^\r\n]*\r?\n)*")
 
 _cache: OrderedDict[tuple[Constraint, str], Compiled] = OrderedDict()
 _cache_lock = threading.Lock()
+# Constraints kept compiled whatever they hold (keep_resident), outside the bounds above.
+_resident: set[Constraint] = set()
 
 
 def compile(constraint: Constraint | str, vocab: Vocabulary) -> Compiled:  # noqa: A001
@@ -74,11 +76,16 @@ def compile(constraint: Constraint | str, vocab: Vocabulary) -> Compiled:  # noq
 
 def _evict(keep: int = 1) -> None:
     """Drop the least recently used constraints past the cache's bounds (all but the
-    newest ``keep``: the constraint just compiled is kept whatever it holds)."""
-    held = _held()
-    while len(_cache) > keep and (len(_cache) > MAX_CACHED_CONSTRAINTS
-                                  or held > MAX_CACHED_BYTES):
-        held -= _cache.popitem(last=False)[1].held_bytes
+    newest ``keep``: the constraint just compiled is kept whatever it holds); resident
+    ones stay and do not count."""
+    evictable = [key for key in _cache if key[0] not in _resident]
+    held = sum(_cache[key].held_bytes for key in evictable)
+    count = len(evictable)
+    for key in evictable[:max(count - keep, 0)]:
+        if count <= MAX_CACHED_CONSTRAINTS and held <= MAX_CACHED_BYTES:
+            break
+        held -= _cache.pop(key).held_bytes
+        count -= 1
 
 
 def shrink_cache() -> None:
@@ -87,6 +94,15 @@ def shrink_cache() -> None:
     request."""
     with _cache_lock:
         _evict(keep=0)
+
+
+def keep_resident(constraint: Constraint) -> None:
+    """Keep ``constraint`` compiled (per vocabulary) once it is, whatever it holds: out
+    of the cache's bounds and never evicted. For the few costly constraints a process
+    reuses — a server keeps its built-in languages (the Python grammar: ~1 s to compile,
+    ~100 MB of pieces once used, more than a server's whole bound for the rest)."""
+    with _cache_lock:
+        _resident.add(constraint)
 
 
 def cached_bytes() -> int:
@@ -109,7 +125,8 @@ def limit_cache(max_bytes: int) -> None:
 
 
 def clear_cache() -> None:
-    """Forget every compiled constraint (benchmarks time compiles from scratch).
+    """Forget every compiled constraint (benchmarks time compiles from scratch), and
+    which were to be kept resident.
 
     The bounded, process-wide caches of *pieces* keyed by their content (a string
     value's automaton, a pattern's DFA, a character set's UTF-8 automaton…; see
@@ -118,6 +135,7 @@ def clear_cache() -> None:
     :func:`tether.automata.pieces.clear_piece_caches` empties those too."""
     with _cache_lock:
         _cache.clear()
+        _resident.clear()
 
 
 def _grammar_of(constraint: JsonSchema | Grammar) -> GrammarIR:

@@ -54,6 +54,7 @@ def serve(model: str | os.PathLike[str] | None = None, *, host: str = DEFAULT_HO
     from tether.compiler import limit_cache
 
     limit_cache(SERVER_CACHE_BYTES)
+    keep_languages_resident()
     lm = load_model(model)
     warm_up(lm)
     # What start-up loaded (the model's bindings, the vocabulary, kernels, FastAPI's
@@ -70,6 +71,19 @@ def serve(model: str | os.PathLike[str] | None = None, *, host: str = DEFAULT_HO
     server.run()
     if not server.started:
         raise TetherError(f"could not listen on {host}:{port}")
+
+
+def keep_languages_resident() -> None:
+    """Keep the grammars of ``constraint_spec.language`` compiled once a request has
+    used them: the Python grammar costs ~1 s to compile and holds ~100 MB of pieces once
+    used, more than the server's bound for everything else, which would evict it after
+    every request (each Python request compiled again and read its masks cold)."""
+    from tether.code import language_grammar
+    from tether.compiler import keep_resident
+    from tether.fusion.constraint_spec import LANGUAGES
+
+    for language in LANGUAGES:
+        keep_resident(language_grammar(language))
 
 
 WARM_UP_SCHEMA = {  # strings, numbers, an enum, an array, a format, optional keys
