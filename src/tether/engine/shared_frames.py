@@ -14,8 +14,9 @@ strings and numbers:
   continue below them, the nodes where it ends there) — the nodes where a key or a
   keyword ends, the same in every schema that has it.
 
-Each store is bounded by its entries and the bytes of its arrays (least recently used
-first out), and safe to use from several threads. The arrays it holds are read-only.
+Each store is bounded by its entries and the bytes of its arrays, each array counted
+once however many entries hold it (least recently used first out), and safe to use from
+several threads. The arrays it holds are read-only.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ class SharedStore:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self._held: OrderedDict[tuple[str, Hashable], tuple] = OrderedDict()
-        self._bytes = 0
+        self._arrays: dict[int, list] = {}  # per array held (by id): [array, entries]
+        self._bytes = 0  # of the arrays held, each once
         self._lock = threading.Lock()
 
     @property
@@ -61,12 +63,33 @@ class SharedStore:
         with self._lock:
             old = self._held.pop((vocab.fingerprint, key), None)
             if old is not None:
-                self._bytes -= _nbytes(old)
+                self._release(old)
             self._held[(vocab.fingerprint, key)] = value
-            self._bytes += _nbytes(value)
+            self._hold(value)
             while len(self._held) > 1 and (len(self._held) > self.max_entries
                                            or self._bytes > self.max_bytes):
-                self._bytes -= _nbytes(self._held.popitem(last=False)[1])
+                self._release(self._held.popitem(last=False)[1])
+
+    def _hold(self, value: tuple) -> None:
+        """Count the arrays of ``value``: each array once however many entries hold it
+        (a frame is kept under its own key and its shallow form's)."""
+        for part in value:
+            if isinstance(part, np.ndarray):
+                held = self._arrays.get(id(part))
+                if held is None:
+                    self._arrays[id(part)] = [part, 1]
+                    self._bytes += part.nbytes
+                else:
+                    held[1] += 1
+
+    def _release(self, value: tuple) -> None:
+        for part in value:
+            if isinstance(part, np.ndarray):
+                held = self._arrays[id(part)]
+                held[1] -= 1
+                if not held[1]:
+                    del self._arrays[id(part)]
+                    self._bytes -= part.nbytes
 
     def values(self) -> list[tuple]:
         with self._lock:
@@ -75,11 +98,8 @@ class SharedStore:
     def clear(self) -> None:
         with self._lock:
             self._held.clear()
+            self._arrays.clear()
             self._bytes = 0
-
-
-def _nbytes(value: tuple) -> int:
-    return sum(part.nbytes for part in value if isinstance(part, np.ndarray))
 
 
 FRAMES = SharedStore(MAX_FRAMES, MAX_FRAME_BYTES)
