@@ -1,7 +1,8 @@
 """tether's on-disk cache (``$TETHER_CACHE_DIR``, else ``~/.cache/tether``).
 
 Derived data that is costly to compute and depends only on its key — a vocabulary's
-trie, Unicode class tables, UTF-8 automata of large character sets — is kept here so a
+trie, Unicode class tables, UTF-8 automata of large character sets, the automata of a
+``multipleOf``'s multiples — is kept here so a
 new process does not compute it again. ``TETHER_CACHE_DIR=off`` disables it. A damaged
 or unreadable entry is recomputed, never trusted.
 """
@@ -13,6 +14,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 
 def cache_dir() -> Path | None:
@@ -49,3 +52,26 @@ def json_cached(name: str, compute: Callable[[], Any]) -> Any:
         except OSError:
             tmp.unlink(missing_ok=True)
     return value
+
+
+def arrays_cached(name: str, fields: tuple[str, ...],
+                  compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """``compute()`` (the arrays named ``fields``), kept on disk as ``name``.npz (a file
+    name that changes whenever what ``compute`` returns would)."""
+    folder = cache_dir()
+    path = folder / f"{name}.npz" if folder else None
+    if path is not None and path.exists():
+        try:
+            with np.load(path) as data:
+                return {f: data[f] for f in fields}
+        except (OSError, KeyError, ValueError):
+            pass  # a damaged entry is computed again below
+    arrays = compute()
+    if path is not None:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+        try:
+            np.savez(tmp, **{f: arrays[f] for f in fields})
+            tmp.replace(path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+    return arrays

@@ -21,11 +21,15 @@ not accepted as integers (rejected, never wrongly accepted).
 
 from __future__ import annotations
 
+import hashlib
+import sys
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
+from tether.automata import boolean, dfa, nfa, regex_ast
 from tether.automata.boolean import (
     EMPTY_LANGUAGE,
     Dfa,
@@ -46,7 +50,9 @@ from tether.automata.regex_ast import (
     Repeat,
     literal,
 )
+from tether.cache_dir import arrays_cached
 from tether.errors import CompileError
+from tether.schema import number_exponents
 from tether.schema.number_exponents import (
     MANTISSA_DIGITS,
     alternation,
@@ -278,6 +284,33 @@ def _multiples(step: Decimal, location: str) -> Dfa:
 
 @lru_cache(maxsize=64)
 def _multiples_dfa(step: Decimal) -> Dfa:
+    """:func:`_multiples`, kept on disk too (determinising the exponent spellings takes
+    ~0.5 s, the automaton ~4,000 states): under a name that changes with the code that
+    builds it."""
+    arrays = arrays_cached(f"multiples-{_builder_digest()}-{step}", _DFA_FIELDS,
+                           lambda: _dfa_arrays(_build_multiples(step)))
+    return Dfa(arrays["table"], arrays["class_of_byte"], arrays["accepting"],
+               int(arrays["start"]))
+
+
+_DFA_FIELDS = ("table", "class_of_byte", "accepting", "start")
+
+
+def _dfa_arrays(dfa: Dfa) -> dict[str, np.ndarray]:
+    return {"table": dfa.table, "class_of_byte": dfa.class_of_byte,
+            "accepting": dfa.accepting, "start": np.array(dfa.start)}
+
+
+@lru_cache(maxsize=1)
+def _builder_digest() -> str:
+    """A digest of the source of the modules that build a multiples automaton."""
+    digest = hashlib.blake2b(digest_size=8)
+    for module in (sys.modules[__name__], number_exponents, boolean, dfa, nfa, regex_ast):
+        digest.update(Path(module.__file__).read_bytes())  # type: ignore[arg-type]
+    return digest.hexdigest()
+
+
+def _build_multiples(step: Decimal) -> Dfa:
     _, step_digits, exponent = step.as_tuple()
     divisor, scale = int("".join(map(str, step_digits))), -int(exponent)
     twos = fives = 0

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numba import njit
 
-from tether.cache_dir import cache_dir
+from tether.cache_dir import arrays_cached
 
 if TYPE_CHECKING:
     from tether.vocab.vocabulary import Vocabulary
@@ -80,23 +80,10 @@ class TokenTrie:
     @classmethod
     def for_vocabulary(cls, vocab: Vocabulary) -> TokenTrie:
         """The trie of ``vocab``, from the on-disk cache when it is there."""
-        folder = cache_dir()
-        path = folder / f"trie{_FORMAT}-{vocab.fingerprint}.npz" if folder else None
-        if path is not None and path.exists():
-            try:
-                with np.load(path) as data:
-                    return cls(**{f: data[f] for f in _FIELDS})
-            except (OSError, KeyError, ValueError):
-                pass  # a damaged cache entry is rebuilt below
-        trie = cls.build(vocab.tokens, vocab.special)
-        if path is not None:
-            tmp = path.with_suffix(f".{id(trie)}.tmp.npz")
-            try:
-                np.savez(tmp, **{f: getattr(trie, f) for f in _FIELDS})
-                tmp.replace(path)
-            except OSError:
-                tmp.unlink(missing_ok=True)
-        return trie
+        arrays = arrays_cached(
+            f"trie{_FORMAT}-{vocab.fingerprint}", _FIELDS,
+            lambda: vars(cls.build(vocab.tokens, vocab.special)))
+        return cls(**{f: arrays[f] for f in _FIELDS})
 
     @classmethod
     def build(cls, tokens: tuple[bytes, ...], special: np.ndarray) -> TokenTrie:
