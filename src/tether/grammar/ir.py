@@ -92,14 +92,16 @@ def nodes_in(expr: Expr, kind: type | tuple[type, ...]) -> list:
     (the parts of an :class:`AnyOrder` group included)."""
     out = []
     stack: list[Expr] = [expr]
+    pop, push, extend = stack.pop, stack.append, stack.extend
     while stack:
-        node = stack.pop()
+        node = pop()
         if isinstance(node, kind):
             out.append(node)
-        if isinstance(node, Concat | Alternate):
-            stack.extend(reversed(node.items))
-        elif isinstance(node, Repeat):
-            stack.append(node.item)
-        elif isinstance(node, AnyOrder):
-            stack.extend(reversed(node.parts()))
+        shape = type(node)  # (exact types: no IR node class is subclassed)
+        if shape is Concat or shape is Alternate:
+            extend(node.items[::-1])  # type: ignore[union-attr]
+        elif shape is Repeat:
+            push(node.item)  # type: ignore[union-attr]
+        elif shape is AnyOrder:
+            extend(node.parts()[::-1])  # type: ignore[union-attr]
     return out
