@@ -1,10 +1,10 @@
 """tether's on-disk cache (``$TETHER_CACHE_DIR``, else ``~/.cache/tether``).
 
 Derived data that is costly to compute and depends only on its key — a vocabulary's
-trie, Unicode class tables, UTF-8 automata of large character sets, the automata of a
-``multipleOf``'s multiples — is kept here so a
-new process does not compute it again. ``TETHER_CACHE_DIR=off`` disables it. A damaged
-or unreadable entry is recomputed, never trusted.
+trie, Unicode class tables, UTF-8 automata of large character sets, the automaton of a
+``multipleOf``'s multiples — is kept here so a new process does not compute it again.
+``TETHER_CACHE_DIR=off`` disables it. A damaged or unreadable entry is recomputed, never
+trusted.
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ def arrays_cached(name: str, fields: tuple[str, ...],
     if path is not None:
         tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
         try:
-            np.savez(tmp, **{f: arrays[f] for f in fields})
+            saved: dict[str, Any] = {f: arrays[f] for f in fields}
+            np.savez(tmp, **saved)
             tmp.replace(path)
         except OSError:
             tmp.unlink(missing_ok=True)

@@ -99,9 +99,9 @@ def nodes_in(expr: Expr, kind: type | tuple[type, ...]) -> list:
             out.append(node)
         shape = type(node)  # (exact types: no IR node class is subclassed)
         if shape is Concat or shape is Alternate:
-            extend(node.items[::-1])  # type: ignore[union-attr]
+            extend(node.items[::-1])  # type: ignore[union-attr,arg-type]
         elif shape is Repeat:
-            push(node.item)  # type: ignore[union-attr]
+            push(node.item)  # type: ignore[union-attr,arg-type]
         elif shape is AnyOrder:
             extend(node.parts()[::-1])  # type: ignore[union-attr]
     return out

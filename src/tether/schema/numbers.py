@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 
-from tether.automata import boolean, dfa, nfa, regex_ast
 from tether.automata.boolean import (
     EMPTY_LANGUAGE,
     Dfa,
@@ -52,7 +51,6 @@ from tether.automata.regex_ast import (
 )
 from tether.cache_dir import arrays_cached
 from tether.errors import CompileError
-from tether.schema import number_exponents
 from tether.schema.number_exponents import (
     MANTISSA_DIGITS,
     alternation,
@@ -287,7 +285,10 @@ def _multiples_dfa(step: Decimal) -> Dfa:
     """:func:`_multiples`, kept on disk too (determinising the exponent spellings takes
     ~0.5 s, the automaton ~4,000 states): under a name that changes with the code that
     builds it."""
-    arrays = arrays_cached(f"multiples-{_builder_digest()}-{step}", _DFA_FIELDS,
+    digest = _builder_digest()
+    if digest is None:
+        return _build_multiples(step)
+    arrays = arrays_cached(f"multiples-{digest}-{step}", _DFA_FIELDS,
                            lambda: _dfa_arrays(_build_multiples(step)))
     return Dfa(arrays["table"], arrays["class_of_byte"], arrays["accepting"],
                int(arrays["start"]))
@@ -296,17 +297,27 @@ def _multiples_dfa(step: Decimal) -> Dfa:
 _DFA_FIELDS = ("table", "class_of_byte", "accepting", "start")
 
 
-def _dfa_arrays(dfa: Dfa) -> dict[str, np.ndarray]:
-    return {"table": dfa.table, "class_of_byte": dfa.class_of_byte,
-            "accepting": dfa.accepting, "start": np.array(dfa.start)}
+def _dfa_arrays(automaton: Dfa) -> dict[str, np.ndarray]:
+    return {"table": automaton.table, "class_of_byte": automaton.class_of_byte,
+            "accepting": automaton.accepting, "start": np.array(automaton.start)}
+
+
+# The modules whose code builds a multiples automaton (the key of its on-disk copy).
+_BUILDERS = ("tether.schema.numbers", "tether.schema.number_exponents",
+             "tether.automata.boolean", "tether.automata.dfa", "tether.automata.nfa",
+             "tether.automata.regex_ast")
 
 
 @lru_cache(maxsize=1)
-def _builder_digest() -> str:
-    """A digest of the source of the modules that build a multiples automaton."""
+def _builder_digest() -> str | None:
+    """A digest of the source of :data:`_BUILDERS`; None if it cannot be read (then
+    nothing is kept on disk)."""
     digest = hashlib.blake2b(digest_size=8)
-    for module in (sys.modules[__name__], number_exponents, boolean, dfa, nfa, regex_ast):
-        digest.update(Path(module.__file__).read_bytes())  # type: ignore[arg-type]
+    try:
+        for name in _BUILDERS:
+            digest.update(Path(sys.modules[name].__file__ or "").read_bytes())
+    except (KeyError, OSError):
+        return None
     return digest.hexdigest()
 
 
