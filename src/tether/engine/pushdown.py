@@ -334,7 +334,7 @@ class PushdownCompiled(RegularCompiled):
         words.flags.writeable = False
         depth = self._walker.trie.node_depth
         ends = deep.main_node[ends]
-        ends = np.sort(ends[depth[ends] > deep.shallow])
+        ends = self._continuing(np.sort(ends[depth[ends] > deep.shallow]))
         return words, _union(like[1][depth[like[1]] <= deep.shallow], ends), like[2]
 
     def _walk_frame(self, item: int) -> Frame:
@@ -348,7 +348,7 @@ class PushdownCompiled(RegularCompiled):
             inner, ends = self._walker.mask_and_events(walled, lambda: self.pda.pops)
             ends = np.sort(ends)  # (what _subframe expects of the nodes below)
         inner.flags.writeable = False
-        return inner, ends, self.pda.ends_at_once(item)
+        return inner, self._continuing(ends), self.pda.ends_at_once(item)
 
     def _walk_copied(self, item: int, trie: ClassTrie, roots: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray] | None:
@@ -378,6 +378,13 @@ class PushdownCompiled(RegularCompiled):
                            trie.tok_ids, trie.depth, roots, state, *moves, words)
         return words, ends
 
+    def _continuing(self, nodes: np.ndarray) -> np.ndarray:
+        """Those of trie ``nodes`` a token goes on below: where a frame ends matters only
+        for what its parent reads below (a frame ending at a leaf of the trie has read
+        the whole token itself), so the nodes a frame ends at are kept without the
+        leaves — smaller keys, and no composition below a set of leaves."""
+        return nodes[self._walker.trie.size[nodes] > 1]
+
     def _frame_of_chain(self, classes: tuple[int, ...], after: int) -> Frame:
         """The frame of an item set that must read ``classes`` (a literal) and then
         reads as ``after`` (see :meth:`_read_chain`)."""
@@ -401,8 +408,9 @@ class PushdownCompiled(RegularCompiled):
         path_ends = _follow(trie.node_class, trie.size, trie.tok_start, trie.tok_ids, nodes,
                             path, words) if path.size else nodes
         ends = np.zeros(0, dtype=np.int64)
+        # (nodes may nest: their paths' ends interleave)
+        path_ends = self._continuing(np.sort(path_ends)) if path_ends.size else path_ends
         if path_ends.size:
-            path_ends = np.sort(path_ends)  # (nodes may nest: their paths' ends interleave)
             below, ends = self._subframe(after, path_ends)
             words |= below
             if self.pda.ends_at_once(after):  # it may end at the paths' ends
@@ -485,6 +493,9 @@ class PushdownCompiled(RegularCompiled):
         bounds = np.flatnonzero(np.diff(targets)) + 1
         firsts = [0, *bounds.tolist()] if children.size else []
         for first, moved in zip(firsts, np.split(children, bounds), strict=False):
+            moved = self._continuing(moved)
+            if not moved.size:
+                continue
             target = int(targets[first])
             below, below_ends = self._subframe(target, moved)
             words |= below
@@ -621,6 +632,7 @@ class PushdownCompiled(RegularCompiled):
             below, ends = self._walker.subtrees_mask_and_events(
                 nodes, self.pda.walled_state(item), lambda: self.pda.pops)
             ends = np.sort(ends)
+        ends = self._continuing(ends)
         below.flags.writeable = False
         if leaf_key is not None:
             ends.flags.writeable = False
