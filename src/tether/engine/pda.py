@@ -949,6 +949,12 @@ class PushdownAutomaton(LazyAutomaton):
             at = item
             while (self._item_guard[at] == NO_GUARD and not self._item_accepts[at]
                    and not self._calls_of(at) and len(classes) < MAX_CHAIN):
+                states = self._items[at]
+                if len(states) == 1:  # (a literal's: read on by its NFA states)
+                    end = self._literal_run(states[0], classes)
+                    if end != states[0]:
+                        at = self._item(self._closure(end))
+                        continue
                 moves = self._item_moves(at)
                 if len(moves) != 1 or moves[0][0] != moves[0][1]:
                     break
@@ -956,6 +962,24 @@ class PushdownAutomaton(LazyAutomaton):
                 at = moves[0][2]
             hit = self._chains[item] = (tuple(classes), at) if classes else ()
         return hit or None
+
+    def _literal_run(self, s: int, classes: list[int]) -> int:
+        """From NFA state ``s`` (an item set of its own, which may not end and calls
+        nothing), the states of a literal read one after the other: each with one move,
+        on one class, into a state with no epsilon move (so the item set of each is
+        that state alone, with that one move — as :meth:`forced_chain` asks — and none
+        is made); their classes appended to ``classes``; the state where the run stops
+        (``s``: not a step)."""
+        edges, eps, calls, accept = self._edges, self._eps, self._calls, self._accept_states
+        while len(classes) < MAX_CHAIN and s < self._static_nfa:
+            moves = edges[s]
+            if len(moves) != 1 or moves[0][0] != moves[0][1] or s in calls or s in accept:
+                break
+            classes.append(moves[0][0])
+            s = moves[0][2]
+            if eps[s]:  # (its item set is its closure: made by the caller)
+                break
+        return s
 
     def _leaf_rule_digest(self, block: int) -> bytes | None:
         """A digest of the NFA states of a rule that calls no rule (``block``: where its
