@@ -19,6 +19,10 @@ ended, ``P``'s top frame ``T`` reads by itself (a walk of those subtrees from ``
 wall, cached per (``T``, ``N``)), and below the nodes where ``T`` ends in turn, ``P``'s
 parent reads — until no node is left (tokens are short) or the bottom is reached.
 
+The nodes where a frame may end are kept without the trie's leaves: below a leaf no
+token goes on, and a token that ends where the frame ends is the frame's own (in its
+inner mask). So below a key's closing quote, most often a leaf, nothing is composed.
+
 So every walk runs from a frame standing on a wall, never from a whole parser stack:
 the automaton states walks create depend on the grammar, not on the text read so far,
 and are shared by every position of every text. A configuration never seen before costs
