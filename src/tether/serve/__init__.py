@@ -51,20 +51,20 @@ def serve(model: str | os.PathLike[str] | None = None, *, host: str = DEFAULT_HO
     from tether.runtime.generate import load_model
 
     check_address(host, port)
-    from tether.compiler import limit_cache, shrink_cache
+    from tether.compiler import clear_cache, limit_cache
 
     limit_cache(SERVER_CACHE_BYTES)
-    keep_languages_resident()
     lm = load_model(model)
     warm_up(lm)
     # What start-up loaded (the model's bindings, the vocabulary, kernels, FastAPI's
     # modules: ~150k objects) lives as long as the server: out of the garbage collector's
     # full passes, which run inside requests (~35 ms each over it, 0 once frozen). The
-    # warm-up's own constraint does not: evicted first (frozen, what it holds would
-    # never be collected once the first request evicts it).
-    shrink_cache()
+    # warm-up's own constraint does not: forgotten first (frozen, what it holds would
+    # never be collected once a request evicted it).
+    clear_cache()
     gc.collect()
     gc.freeze()
+    keep_languages_resident()
     defaults = Settings()
     settings = Settings(max_body=max_body or defaults.max_body,
                         timeout_s=timeout_s or defaults.timeout_s,
