@@ -36,9 +36,10 @@ import numpy as np
 from _side_by_side import ROOT, import_from, revision_tree, side_by_side, start_worker
 
 
-def worker(src: str, out: str, sample: int, seed: int, first: int, count: int) -> None:
+def worker(src: str, out: str, sample: int, seed: int, first: int, count: int,
+           tokenizer: str) -> None:
     """Time schemas ``first .. first + count - 1`` of the sample (all if ``count`` is 0)
-    with tether from ``src``; JSON to ``out``."""
+    with tether from ``src`` and ``tokenizer``'s vocabulary; JSON to ``out``."""
     import_from(src)
     from _common import load
     from _maskbench_method import TetherEngine, run_schema, schema_files
@@ -68,7 +69,7 @@ def worker(src: str, out: str, sample: int, seed: int, first: int, count: int) -
         pass
     for cls in matchers:
         cls.mask = timed(cls.mask)  # type: ignore[method-assign]
-    tokenizers = load("smollm2")
+    tokenizers = load(tokenizer)
     engine = TetherEngine(tokenizers.tether_vocab)
     files = schema_files(sample, seed)
     run_schema(engine, files[0], tokenizers.encode, lambda t: b"")  # compiled code loaded
@@ -127,6 +128,7 @@ def main() -> None:
     parser.add_argument("--base", default="HEAD", help="git revision to compare with")
     parser.add_argument("--sample", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tokenizer", choices=("smollm2", "deepseek"), default="smollm2")
     parser.add_argument("--one-core", action="store_true",
                         help="run both on core 1 at once and compare the CPU time of masks")
     parser.add_argument("--batch", type=int, default=20,
@@ -136,12 +138,14 @@ def main() -> None:
     parser.add_argument("--worker", nargs=2, metavar=("SRC", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(*args.worker, args.sample, args.seed, args.first, args.count)
+        worker(*args.worker, args.sample, args.seed, args.first, args.count, args.tokenizer)
         return
-    sample = ["--sample", str(args.sample), "--seed", str(args.seed)]
+    sample = ["--sample", str(args.sample), "--seed", str(args.seed),
+              "--tokenizer", args.tokenizer]
     if args.one_core:
         with revision_tree(args.base) as tree:
-            start_worker(__file__, ["--sample", "10"], 0, tree, tree / "warm.json").wait()
+            start_worker(__file__, ["--sample", "10", "--tokenizer", args.tokenizer], 0, tree,
+                         tree / "warm.json").wait()
             one_core(sample, tree, args.sample, args.batch)
         return
     ratios = []
@@ -150,7 +154,8 @@ def main() -> None:
         print(f"revision on core {base_core}, working tree on core {new_core}:")
         ratios.append(compare(base, new))
 
-    side_by_side(__file__, sample, args.base, ["--sample", "10"], report)
+    side_by_side(__file__, sample, args.base, ["--sample", "10", "--tokenizer", args.tokenizer],
+                 report)
     print(f"working tree / revision, TBM sum, both ways: "
           f"{float(np.sqrt(ratios[0] * ratios[1])):.3f}")
 
