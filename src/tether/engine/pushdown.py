@@ -450,35 +450,49 @@ class PushdownCompiled(RegularCompiled):
         the callee ends what the continuation reads, and the continuation's frame from
         the same place if the callee may be empty."""
         pda = self.pda
-        words = np.zeros(self._n_words, dtype=np.uint32)  # (zeros_like: 3x slower)
+        pieces: list[np.ndarray] = []  # token masks, ORed once at the end
         parts_ends: list[np.ndarray] = []
         if parts.reads and nodes is None:
-            self._read_moves(pda.moves_alone(item), words, parts_ends)
+            own = np.zeros(self._n_words, dtype=np.uint32)  # (zeros_like: 3x slower)
+            self._read_moves(pda.moves_alone(item), own, parts_ends)
+            pieces.append(own)
         elif parts.reads:
             inner, ends = self._subframe(pda.moves_alone(item), nodes)
-            words |= inner
+            pieces.append(inner)
             parts_ends.append(ends)
         for callee, after, final, empty in parts.calls:
             if empty != -1:  # what follows the callee reads from here too
                 inner, ends = (self._frame(empty)[:2] if nodes is None else
                                self._subframe(empty, nodes))
-                words |= inner
+                pieces.append(inner)
                 parts_ends.append(ends)
             inner, ends = (self._frame(callee)[:2] if nodes is None else
                            self._subframe(callee, nodes))
-            words |= inner
+            pieces.append(inner)
             if not ends.size:
                 continue
             if final:  # a tail call: where the callee ends, the frame ends
                 parts_ends.append(ends)
                 continue
             below, below_ends = self._subframe(after, ends)
-            words |= below
+            pieces.append(below)
             parts_ends.append(below_ends)
             if pda.ends_at_once(after):  # what follows may end at once
                 parts_ends.append(ends)
         ends = (reduce(_union, parts_ends) if parts_ends else np.zeros(0, dtype=np.int64))
-        return words, ends
+        return self._union_of(pieces), ends
+
+    def _union_of(self, pieces: list[np.ndarray]) -> np.ndarray:
+        """The union of token masks (read-only): the shared empty mask if every one is
+        empty, the one that is not if only one is, else a new array — most pieces below
+        a few nodes are empty: no allocation, no pass over the vocabulary's words."""
+        pieces = [piece for piece in pieces if piece is not self._empty]
+        if len(pieces) <= 1:
+            return pieces[0] if pieces else self._empty
+        words = pieces[0] | pieces[1]
+        for piece in pieces[2:]:
+            words |= piece
+        return words
 
     def _read_moves(self, moves: int, words: np.ndarray, ends: list[np.ndarray]) -> None:
         """Add to ``words`` what the frame of ``moves`` (an item set that reads bytes and
