@@ -36,43 +36,43 @@ def json_cached(name: str, compute: Callable[[], Any]) -> Any:
 
     The value comes back as JSON gives it (lists for tuples): callers convert.
     """
-    folder = cache_dir()
-    path = folder / f"{name}.json" if folder else None
-    if path is not None and path.exists():
-        try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError):
-            pass
-    value = compute()
-    if path is not None:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        try:
-            tmp.write_text(json.dumps(value))
-            tmp.replace(path)
-        except OSError:
-            tmp.unlink(missing_ok=True)
-    return value
+    return _cached(f"{name}.json", lambda path: json.loads(path.read_text()), compute,
+                   lambda value, tmp: tmp.write_text(json.dumps(value)))
 
 
 def arrays_cached(name: str, fields: tuple[str, ...],
                   compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """``compute()`` (the arrays named ``fields``), kept on disk as ``name``.npz (a file
     name that changes whenever what ``compute`` returns would)."""
+    def read(path: Path) -> dict[str, np.ndarray]:
+        with np.load(path) as data:
+            return {f: data[f] for f in fields}
+
+    def write(arrays: dict[str, np.ndarray], tmp: Path) -> None:
+        saved: dict[str, Any] = {f: arrays[f] for f in fields}
+        np.savez(tmp, **saved)
+
+    return _cached(f"{name}.npz", read, compute, write)
+
+
+def _cached(file: str, read: Callable[[Path], Any], compute: Callable[[], Any],
+            write: Callable[[Any, Path], None]) -> Any:
+    """The value kept in the cache folder as ``file`` (``read``), else ``compute()``,
+    written there (``write`` to a temporary file moved into place: readers never see
+    half a file). A damaged entry is computed again; no folder, nothing is kept."""
     folder = cache_dir()
-    path = folder / f"{name}.npz" if folder else None
+    path = folder / file if folder else None
     if path is not None and path.exists():
         try:
-            with np.load(path) as data:
-                return {f: data[f] for f in fields}
+            return read(path)
         except (OSError, KeyError, ValueError):
             pass  # a damaged entry is computed again below
-    arrays = compute()
+    value = compute()
     if path is not None:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+        tmp = path.with_name(f"{os.getpid()}.tmp.{file}")  # (np.savez keeps a .npz name)
         try:
-            saved: dict[str, Any] = {f: arrays[f] for f in fields}
-            np.savez(tmp, **saved)
+            write(value, tmp)
             tmp.replace(path)
         except OSError:
             tmp.unlink(missing_ok=True)
-    return arrays
+    return value
