@@ -75,19 +75,27 @@ class StopStrings:
         """The text that can be sent now."""
         if not self.stops:
             return text
-        buffer = self.held + text
-        cuts = [i for i in (buffer.find(s) for s in self.stops) if i >= 0]
-        if cuts:
-            self.hit, self.held = True, ""
-            return buffer[:min(cuts)]
-        keep = max((k for s in self.stops for k in range(1, len(s))
-                    if buffer.endswith(s[:k])), default=0)
-        self.held = buffer[len(buffer) - keep:] if keep else ""
-        return buffer[:len(buffer) - keep]
+        return self._cut(self.held + text, final=False)
 
     def flush(self) -> str:
+        """What was held back, at the end of the text (up to a stop string in it)."""
         held, self.held = self.held, ""
-        return held
+        return self._cut(held, final=True) if self.stops else held
+
+    def _cut(self, buffer: str, *, final: bool) -> str:
+        """The text before the leftmost stop string in ``buffer`` once no stop string
+        that may still begin further left is pending (its start read, the rest to come:
+        ``re`` would take that one); else the text before the leftmost place a stop
+        string may begin, the rest held back."""
+        found = [i for i in (buffer.find(s) for s in self.stops) if i >= 0]
+        pending = [] if final else [len(buffer) - k for s in self.stops
+                                    for k in range(1, len(s)) if buffer.endswith(s[:k])]
+        hold = min(pending, default=len(buffer))
+        if found and min(found) <= hold:
+            self.hit, self.held = True, ""
+            return buffer[:min(found)]
+        self.held = buffer[hold:]
+        return buffer[:hold]
 
 
 class ChoiceRun:
@@ -227,6 +235,8 @@ class ChoiceRun:
             delta.content = self.stops.feed(tail)
             if not self.stops.hit:
                 delta.content += self.stops.flush()
+                if self.stops.hit:  # a stop string, held back while a longer one could be
+                    stop = "stop_string"
         else:
             self._read_call(delta, self.reader.feed(tail) + self.reader.finish())  # type: ignore[union-attr]
         if delta:
