@@ -73,6 +73,9 @@ class LLGuidanceEngine:
         size = max(tokenizers.tether_vocab.size, self.tokenizer.vocab_size)
         self.out = allocate_token_bitmask(1, size)
 
+    def forget(self) -> None:
+        pass  # the method's walkers and compiled grammars are gone with their schema
+
     def compile(self, schema: Any) -> _LLGuidanceCompiled:
         import llguidance
 

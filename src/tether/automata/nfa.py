@@ -10,6 +10,7 @@ the invariant the DFA and the token masks rely on.
 from __future__ import annotations
 
 import hashlib
+import weakref
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
@@ -177,44 +178,28 @@ class NfaBuilder:
                              f"({why})", location=self.where, source=self.source)
 
     def automaton(self, node: Automaton) -> tuple[int, int]:
-        """Copy a pre-built byte automaton, trimmed: only its states that reach an
-        accepting one (all of them when its start does not); its accepting states move
-        to a fresh end."""
+        """Copy a pre-built byte automaton, trimmed (see :func:`_copy_template`): its
+        states numbered from the next free one, its accepting states moving to a fresh
+        end."""
         base = len(self.edges)
         if base + node.n_states + 1 > self.max_states:
             self.where = node.pos or self.where
             raise self.too_large("a pre-built automaton is too large")
-        edges = node.edges.astype(np.int64)
-        accepting = np.asarray(node.accepting, dtype=np.int64)
-        alive = coreachable(node.n_states, edges[:, 0], edges[:, 3], accepting)
-        if alive[node.start]:
-            edges = edges[alive[edges[:, 0]] & alive[edges[:, 3]]]
-        else:  # the empty language: the start alone, a dead end (no move at all)
-            alive[:] = False
-            alive[node.start] = True
-            edges = edges[:0]
-        new_id = np.cumsum(alive) - 1 + base
-        if node.exceptions is not None:
-            self.copied_states[base] = np.flatnonzero(alive)
-        edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]  # by state, then first byte
-        n = int(alive.sum())
-        targets = new_id[edges[:, 3]]
-        moves = list(zip(edges[:, 1].tolist(), edges[:, 2].tolist(), targets.tolist(),
+        template = _copy_template(node)
+        n = template.moves.accepting.size
+        moves = list(zip(template.lo, template.hi, (template.moves.target + base).tolist(),
                          strict=True))
-        ends = np.cumsum(np.bincount(new_id[edges[:, 0]] - base, minlength=n))
-        self.edges.extend([moves[a:b] for a, b in zip([0, *ends.tolist()], ends.tolist(),
-                                                      strict=False)])
+        bounds = template.bounds
+        self.edges.extend([moves[a:b] for a, b in zip(bounds, bounds[1:])])  # noqa: B905
         self.edges.append([])
         self.eps.extend([[] for _ in range(n + 1)])
         end = base + n
-        accepted = new_id[accepting[alive[accepting]]]
-        for s in accepted.tolist():
-            self.eps[s].append(end)
-        accepts = np.zeros(n, dtype=np.bool_)
-        accepts[accepted - base] = True
-        self.copied_moves[base] = CopiedMoves(np.concatenate([[0], ends]), edges[:, 1].copy(),
-                                              edges[:, 2].copy(), targets - base, accepts)
-        return int(new_id[node.start]), end
+        for s in template.accepted:
+            self.eps[base + s].append(end)
+        if node.exceptions is not None:
+            self.copied_states[base] = template.alive
+        self.copied_moves[base] = template.moves
+        return base + template.start, end
 
     def charset(self, node: CharSet) -> tuple[int, int]:
         n_local, rows = _charset_rows(node.ranges)
@@ -224,6 +209,59 @@ class NfaBuilder:
         self.edges.extend([[(lo, hi, base + dst) for lo, hi, dst in row] for row in rows])
         self.eps.extend([[] for _ in rows])
         return base, base + 1
+
+
+class _CopyTemplate(NamedTuple):
+    """What copying a pre-built automaton into an NFA takes, its states numbered from 0:
+    the states that reach an accepting one (all of them when its start does not, which
+    then reads nothing), by their old numbers (``alive``); their moves (``moves``,
+    shared by every copy: read only) and the same as Python lists; where each state's
+    moves begin in them (``bounds``); the start and the accepting states. The arrays are
+    not marked read-only (numba compiles kernels apart for read-only arrays)."""
+
+    alive: np.ndarray
+    moves: CopiedMoves
+    lo: list[int]
+    hi: list[int]
+    bounds: list[int]
+    start: int
+    accepted: list[int]
+
+
+# Per pre-built automaton (compared by identity; the piece caches share them between
+# schemas): what copying it takes, computed once.
+_templates: weakref.WeakKeyDictionary[Automaton, _CopyTemplate] = weakref.WeakKeyDictionary()
+
+
+def _copy_template(node: Automaton) -> _CopyTemplate:
+    template = _templates.get(node)
+    if template is None:
+        template = _templates[node] = _build_copy_template(node)
+    return template
+
+
+def _build_copy_template(node: Automaton) -> _CopyTemplate:
+    edges = node.edges.astype(np.int64)
+    accepting = np.asarray(node.accepting, dtype=np.int64)
+    alive = coreachable(node.n_states, edges[:, 0], edges[:, 3], accepting)
+    if alive[node.start]:
+        edges = edges[alive[edges[:, 0]] & alive[edges[:, 3]]]
+    else:  # the empty language: the start alone, a dead end (no move at all)
+        alive[:] = False
+        alive[node.start] = True
+        edges = edges[:0]
+    new_id = np.cumsum(alive) - 1
+    edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]  # by state, then first byte
+    n = int(alive.sum())
+    ends = np.cumsum(np.bincount(new_id[edges[:, 0]], minlength=n))
+    accepted = new_id[accepting[alive[accepting]]]
+    accepts = np.zeros(n, dtype=np.bool_)
+    accepts[accepted] = True
+    moves = CopiedMoves(np.concatenate([[0], ends]), edges[:, 1].copy(), edges[:, 2].copy(),
+                        new_id[edges[:, 3]], accepts)
+    return _CopyTemplate(np.flatnonzero(alive), moves, moves.lo.tolist(), moves.hi.tolist(),
+                         moves.start.tolist(), int(new_id[node.start]),
+                         accepted.tolist())
 
 
 @lru_cache(maxsize=1024)
