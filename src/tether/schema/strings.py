@@ -627,96 +627,114 @@ _SHORT_LETTERS = np.array([_SHORT_ESCAPES[c] for c in sorted(_SHORT_ESCAPES)], d
 
 
 @njit(cache=True, nogil=True)
-def _escape_chains(targets, words, short_bytes, short_letters, first_state
+def _escape_chains(sig_start, targets, words, short_bytes, short_letters, first_state
                    ):  # pragma: no cover - compiled
-    """The escape chains of the keys ``(targets[k], words[k])`` (a DFA state reached and
-    the two 64-bit words of the ASCII characters escaped to it). Each chain: a state
-    after ``\\`` (short escapes go straight to the target; ``u`` starts ``u00``), then
-    one state per group of high nibbles sharing their low nibbles, from which a hex
-    digit of those low nibbles reaches the target. Returns (edges ``(src, lo, hi, dst)``:
-    short escapes, ``u00`` prefixes, high nibbles, then the runs of low nibbles as
-    digits, as ``a-f`` and as ``A-F``; the next free state; the state after ``\\`` of
-    each key)."""
-    n_keys = targets.size
-    lowsets = np.zeros((n_keys, 8), dtype=np.int64)
-    for k in range(n_keys):
+    """The escape chains of the escape signatures: signature ``k`` is the groups
+    ``sig_start[k] .. sig_start[k + 1] - 1`` of ``(targets[g], words[g])`` (a DFA state
+    reached and the two 64-bit words of the ASCII characters escaped to it; no
+    character in two groups of a signature). Each chain, deterministic: a state after
+    ``\\`` (short escapes go straight to their targets; ``u`` starts ``u00``), then one
+    state per group of high nibbles whose low nibbles go to the same targets, from which
+    a hex digit of a low nibble reaches its target. Returns (edges ``(src, lo, hi,
+    dst)``: short escapes, ``u00`` prefixes, high nibbles, then the runs of low nibbles
+    as digits, as ``a-f`` and as ``A-F``; the next free state; the state after ``\\``
+    of each signature)."""
+    n_sigs = sig_start.size - 1
+    n_groups = targets.size
+    lowsets = np.zeros((n_groups, 8), dtype=np.int64)
+    for g in range(n_groups):
         for b in range(128):
-            if (words[k, b >> 6] >> np.uint64(b & 63)) & np.uint64(1):
-                lowsets[k, b >> 4] |= 1 << (b & 15)
-    # per (key, high nibble): the first high nibble with the same low set, its group
-    first = np.zeros((n_keys, 8), dtype=np.int64)
-    group = np.full((n_keys, 8), -1, dtype=np.int64)
-    bases = np.empty(n_keys, dtype=np.int64)
+            if (words[g, b >> 6] >> np.uint64(b & 63)) & np.uint64(1):
+                lowsets[g, b >> 4] |= 1 << (b & 15)
+    # per (signature, high nibble): the first high nibble whose low nibbles go where its
+    # own go (-1: none of its characters is escaped), and its chain state's number
+    first = np.full((n_sigs, 8), -1, dtype=np.int64)
+    group = np.full((n_sigs, 8), -1, dtype=np.int64)
+    bases = np.empty(n_sigs, dtype=np.int64)
     next_state = first_state
     n_edges = 0
-    for k in range(n_keys):
-        n_groups = 0
+    for k in range(n_sigs):
+        a, b = sig_start[k], sig_start[k + 1]
+        n_high = 0
         for h in range(8):
-            if lowsets[k, h] == 0:
+            used = False
+            for g in range(a, b):
+                used = used or lowsets[g, h] != 0
+            if not used:
                 continue
             first[k, h] = h
-            for g in range(h):
-                if lowsets[k, g] == lowsets[k, h]:
-                    first[k, h] = g
+            for h2 in range(h):
+                if first[k, h2] != h2:
+                    continue
+                same = True
+                for g in range(a, b):
+                    same = same and lowsets[g, h2] == lowsets[g, h]
+                if same:
+                    first[k, h] = h2
                     break
             if first[k, h] == h:
-                group[k, h] = n_groups
-                n_groups += 1
+                group[k, h] = n_high
+                n_high += 1
         bases[k] = next_state
-        next_state += 4 + n_groups
-        for j in range(short_bytes.size):
-            b = short_bytes[j]
-            n_edges += (lowsets[k, b >> 4] >> (b & 15)) & 1
+        next_state += 4 + n_high
+        for g in range(a, b):
+            for j in range(short_bytes.size):
+                c = short_bytes[j]
+                n_edges += (lowsets[g, c >> 4] >> (c & 15)) & 1
         for h in range(8):
-            if lowsets[k, h]:
+            if first[k, h] >= 0:
                 n_edges += 1
-                if group[k, h] >= 0:  # runs of low nibbles (digits and letters apart)
-                    for lo in range(16):
-                        if (lowsets[k, h] >> lo) & 1 and (
-                                lo == 0 or lo == 10 or not (lowsets[k, h] >> (lo - 1)) & 1):
-                            n_edges += 1 if lo < 10 else 2
+            if group[k, h] < 0:
+                continue
+            for g in range(a, b):  # runs of low nibbles (digits and letters apart)
+                low = lowsets[g, h]
+                for lo in range(16):
+                    if (low >> lo) & 1 and (lo == 0 or lo == 10 or not (low >> (lo - 1)) & 1):
+                        n_edges += 1 if lo < 10 else 2
         n_edges += 3
     edges = np.empty((n_edges, 4), dtype=np.int64)
     n = 0
-    for k in range(n_keys):  # short escapes
-        for j in range(short_bytes.size):
-            b = short_bytes[j]
-            if (lowsets[k, b >> 4] >> (b & 15)) & 1:
-                edges[n, 0], edges[n, 1], edges[n, 2] = bases[k], short_letters[j], short_letters[j]
-                edges[n, 3] = targets[k]
-                n += 1
-    for k in range(n_keys):  # u00
+    for k in range(n_sigs):  # short escapes
+        for g in range(sig_start[k], sig_start[k + 1]):
+            for j in range(short_bytes.size):
+                c = short_bytes[j]
+                if (lowsets[g, c >> 4] >> (c & 15)) & 1:
+                    edges[n, 0], edges[n, 3] = bases[k], targets[g]
+                    edges[n, 1] = edges[n, 2] = short_letters[j]
+                    n += 1
+    for k in range(n_sigs):  # u00
         for step in range(3):  # base -u-> +1 -0-> +2 -0-> +3
             edges[n, 0], edges[n, 3] = bases[k] + step, bases[k] + step + 1
             edges[n, 1] = edges[n, 2] = 117 if step == 0 else 48
             n += 1
-    for k in range(n_keys):  # high nibbles
+    for k in range(n_sigs):  # high nibbles
         for h in range(8):
-            if lowsets[k, h]:
+            if first[k, h] >= 0:
                 edges[n, 0], edges[n, 1], edges[n, 2] = bases[k] + 3, 48 + h, 48 + h
                 edges[n, 3] = bases[k] + 4 + group[k, first[k, h]]
                 n += 1
     for letter_base in (-1, 87, 55):  # low nibbles: digits, then a-f, then A-F
-        for k in range(n_keys):
+        for k in range(n_sigs):
             for h in range(8):
                 if group[k, h] < 0:
                     continue
-                low = lowsets[k, h]
-                lo = 0
-                while lo < 16:
-                    if not (low >> lo) & 1:
-                        lo += 1
-                        continue
-                    hi = lo
-                    while hi + 1 < 16 and hi != 9 and (low >> (hi + 1)) & 1:
-                        hi += 1
-                    if (lo < 10) == (letter_base < 0):
-                        offset = 48 if letter_base < 0 else letter_base
-                        edges[n, 0] = bases[k] + 4 + group[k, h]
-                        edges[n, 1], edges[n, 2] = offset + lo, offset + hi
-                        edges[n, 3] = targets[k]
-                        n += 1
-                    lo = hi + 1
+                for g in range(sig_start[k], sig_start[k + 1]):
+                    low = lowsets[g, h]
+                    lo = 0
+                    while lo < 16:
+                        if not (low >> lo) & 1:
+                            lo += 1
+                            continue
+                        hi = lo
+                        while hi + 1 < 16 and hi != 9 and (low >> (hi + 1)) & 1:
+                            hi += 1
+                        if (lo < 10) == (letter_base < 0):
+                            offset = 48 if letter_base < 0 else letter_base
+                            edges[n, 0] = bases[k] + 4 + group[k, h]
+                            edges[n, 1], edges[n, 2] = offset + lo, offset + hi
+                            edges[n, 3] = targets[g]
+                            n += 1
+                        lo = hi + 1
     return edges[:n], next_state, bases
 
 
@@ -734,10 +752,42 @@ def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ranked[new], inverse
 
 
+def _signatures(g_src: np.ndarray, g_tgt: np.ndarray, words: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The escape signatures of the source states of escape groups (``g_src[i]`` escapes
+    the characters of ``words[i]`` to ``g_tgt[i]``; by source, then target): a
+    signature is all of a source's groups, so one chain serves a source and the
+    automaton stays deterministic; sources with the same groups share it. Returns the
+    sources (distinct), each one's signature, and the signatures as groups
+    (``sig_groups[sig_start[k]:sig_start[k + 1]]``, indices into the groups)."""
+    if not len(g_src):
+        return (g_src, np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64),
+                np.zeros(0, dtype=np.int64))
+    keys, key_of_group = _unique_rows(np.column_stack([g_tgt.astype(np.uint64), words]))
+    firsts = np.flatnonzero(np.r_[True, g_src[1:] != g_src[:-1]])
+    bounds = [*firsts.tolist(), len(g_src)]
+    ids: dict[tuple[int, ...], int] = {}
+    sig_of_source = np.empty(len(firsts), dtype=np.int64)
+    sig_start, sig_groups = [0], []
+    key_list = key_of_group.tolist()
+    for i in range(len(firsts)):
+        a, b = bounds[i], bounds[i + 1]
+        signature = tuple(key_list[a:b])
+        sig = ids.get(signature)
+        if sig is None:
+            sig = ids[signature] = len(ids)
+            sig_groups.extend(range(a, b))
+            sig_start.append(len(sig_groups))
+        sig_of_source[i] = sig
+    return (g_src[firsts], sig_of_source, np.array(sig_start, dtype=np.int64),
+            np.array(sig_groups, dtype=np.int64))
+
+
 def _encode_dfa(dfa: Dfa, location: str) -> Automaton:
     """The quoted JSON encodings of ``L(dfa)`` (a byte DFA over the decoded UTF-8):
     state 0 is before the opening quote, 1 after the closing one, DFA state ``s`` is
-    ``s + 1``; escapes get small shared chains keyed by (target, escaped characters)."""
+    ``s + 1``; escapes get small chains, one per escape signature (:func:`_signatures`),
+    so the automaton is deterministic."""
     n, n_cls = dfa.table.shape
     cls = dfa.class_of_byte
     # raw characters: bytes that must be escaped go to an extra, all-dead class
@@ -767,16 +817,15 @@ def _encode_dfa(dfa: Dfa, location: str) -> Automaton:
     words = np.bitwise_or.reduceat(class_words[col], starts, axis=0) if len(src) \
         else np.zeros((0, 2), dtype=np.uint64)
     g_src, g_tgt = src[new_group], tgt[new_group]
-    key_rows = np.column_stack([g_tgt.astype(np.uint64), words])
-    keys, key_of_group = _unique_rows(key_rows)
+    sources, sig_of_source, sig_start, sig_groups = _signatures(g_src, g_tgt, words)
     chains, next_state, backslash_to = _escape_chains(
-        keys[:, 0].astype(np.int64) + 1, keys[:, 1:].copy(), _SHORT_BYTES, _SHORT_LETTERS,
-        n + 1)
+        sig_start, g_tgt[sig_groups].astype(np.int64) + 1, words[sig_groups].copy(),
+        _SHORT_BYTES, _SHORT_LETTERS, n + 1)
     if next_state > MAX_STRING_STATES:
         raise LimitExceeded(f"the string's automaton needs {next_state} states (more than "
                             f"{MAX_STRING_STATES})", location=location)
-    backslashes = np.column_stack([g_src + 2, np.full(len(g_src), 0x5C),
-                                   np.full(len(g_src), 0x5C), backslash_to[key_of_group]])
+    backslashes = np.column_stack([sources + 2, np.full(len(sources), 0x5C),
+                                   np.full(len(sources), 0x5C), backslash_to[sig_of_source]])
     edges = np.concatenate([raw, np.array(quotes, dtype=np.int64).reshape(-1, 4),
                             backslashes.astype(np.int64), chains]).astype(np.int32)
     edges.flags.writeable = False
@@ -786,8 +835,8 @@ def _encode_dfa(dfa: Dfa, location: str) -> Automaton:
 def _warm_up() -> None:
     """Load the compiled kernel now, not inside the first compile that needs it (see
     :func:`tether.engine.token_masks._warm_up`)."""
-    _escape_chains(np.zeros(0, dtype=np.int64), np.zeros((0, 2), dtype=np.uint64),
-                   _SHORT_BYTES, _SHORT_LETTERS, 2)
+    _escape_chains(np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                   np.zeros((0, 2), dtype=np.uint64), _SHORT_BYTES, _SHORT_LETTERS, 2)
 
 
 _warm_up()
