@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from tether.automata import DEAD, LazyDFA, build_nfa, parse_regex
 from tether.automata.boolean import difference, intersect, is_empty
+from tether.automata.regex_ast import Automaton
 from tether.errors import CompileError, LimitExceeded
 from tether.schema.formats import format_expr
 from tether.schema.number_exponents import MANTISSA_DIGITS
@@ -263,6 +264,12 @@ def _spellings(value: str) -> list[str]:
     return [json.dumps(value, ensure_ascii=False), f'"{u_escaped}"']
 
 
+def _deterministic(node: Automaton) -> bool:
+    """Whether no state of ``node`` has two moves on one byte."""
+    edges = sorted(map(tuple, node.edges.tolist()))
+    return all(a[0] != b[0] or b[1] > a[2] for a, b in zip(edges, edges[1:], strict=False))
+
+
 def _ecma_search(pattern: str, value: str) -> bool:
     return regex.search(pattern.replace("$", r"\Z"), value) is not None
 
@@ -277,10 +284,13 @@ def _ecma_search(pattern: str, value: str) -> bool:
 def test_random_string_schemas(low, extra, patterns, excluded, values, samples) -> None:
     high = None if extra is None else low + extra
     try:
-        lang = Lang(json_string(min_length=low, max_length=high, patterns=patterns,
-                                excluded_patterns=excluded, excluded_values=values))
+        node = json_string(min_length=low, max_length=high, patterns=patterns,
+                           excluded_patterns=excluded, excluded_values=values)
     except CompileError:
         return  # unsatisfiable; the brute-force check below would find nothing
+    if isinstance(node, Automaton):  # (read by its own moves in compiled walks)
+        assert _deterministic(node)
+    lang = Lang(node)
     for value in samples:
         expected = (low <= len(value) and (high is None or len(value) <= high)
                     and all(_ecma_search(p, value) for p in patterns)
