@@ -128,27 +128,35 @@ def shallow_form(moves: CopiedMoves, state: int, shallow: int) -> np.ndarray:
 @njit(cache=True, nogil=True)
 def _shallow_form(start, lo, hi, target, accepting, state, shallow, max_states
                   ):  # pragma: no cover - compiled
-    # The states of each depth, in order found (layer d: order[first[d]:first[d + 1]]),
-    # and where each (state, depth) is in that order.
-    at = {state * (shallow + 1): 0}
-    order = [state]
-    first = [0, 1]
+    # The states of each depth, in order found: layer d is order[first[d]:first[d + 1]];
+    # while a layer is found, layer[s] == d + 1 says s is in layer d + 1 already.
+    n = accepting.size
+    layer = np.full(n, -1, dtype=np.int64)
+    where = np.empty(n, dtype=np.int64)  # a state's place in the layer looked at
+    order = np.empty(max_states, dtype=np.int64)
+    first = np.empty(shallow + 2, dtype=np.int64)
+    order[0] = state
+    count = 1
+    first[0], first[1] = 0, 1
     for d in range(shallow):
         for k in range(first[d], first[d + 1]):
             s = order[k]
             for e in range(start[s], start[s + 1]):
                 if e > start[s] and lo[e] <= hi[e - 1]:
                     return np.zeros(0, dtype=np.uint64)
-                key = target[e] * (shallow + 1) + d + 1
-                if key not in at:
-                    if len(order) >= max_states:
+                t = target[e]
+                if layer[t] != d + 1:
+                    if count >= max_states:
                         return np.zeros(0, dtype=np.uint64)
-                    at[key] = len(order)
-                    order.append(target[e])
-        first.append(len(order))
-    a = np.empty(len(order), dtype=np.uint64)  # the two hashes of each (state, depth)
-    b = np.empty(len(order), dtype=np.uint64)
+                    layer[t] = d + 1
+                    order[count] = t
+                    count += 1
+        first[d + 2] = count
+    a = np.empty(count, dtype=np.uint64)  # the two hashes of each (state, depth)
+    b = np.empty(count, dtype=np.uint64)
     for d in range(shallow, -1, -1):
+        for k in range(first[d + 1], first[d + 2] if d < shallow else first[d + 1]):
+            where[order[k]] = k  # (layer d + 1, whose hashes layer d reads)
         for k in range(first[d], first[d + 1]):
             s = order[k]
             x = _mix(np.uint64(1 + accepting[s]), np.uint64(0x243F6A8885A308D3))
@@ -156,11 +164,11 @@ def _shallow_form(start, lo, hi, target, accepting, state, shallow, max_states
             if d < shallow:
                 e = start[s]
                 while e < start[s + 1]:  # a run of moves to targets of equal hashes
-                    t = at[target[e] * (shallow + 1) + d + 1]
+                    t = where[target[e]]
                     run_lo, run_hi = lo[e], hi[e]
                     e += 1
                     while e < start[s + 1] and lo[e] == run_hi + 1:
-                        u = at[target[e] * (shallow + 1) + d + 1]
+                        u = where[target[e]]
                         if a[u] != a[t] or b[u] != b[t]:
                             break
                         run_hi = hi[e]
