@@ -122,6 +122,8 @@ class PushdownAutomaton(LazyAutomaton):
             class_of_byte, n_classes = np.arange(256, dtype=np.int32), 256
         super().__init__(class_of_byte, n_classes, (), max_states=max_states,
                          source=grammar.source)
+        # The byte classes, as part of the keys of what is shared across grammars.
+        self.class_key = self.class_of_byte.tobytes()
         # Item sets (frames): interned closed sets of NFA states of one rule.
         # (an item set as a sorted tuple: tuples of numbers leave the garbage collector's
         # lists at its first pass; frozensets stay, and are scanned at every collection)
@@ -810,7 +812,7 @@ class PushdownAutomaton(LazyAutomaton):
         if digest is None:
             return None
         first = self._block_first[block]
-        return digest, self.class_of_byte.tobytes(), tuple(sorted(s - first for s in states))
+        return digest, self.class_key, tuple(sorted(s - first for s in states))
 
     def copied_state(self, item: int) -> tuple[CopiedMoves, int] | None:
         """For an item set of a rule whose body is a pre-built automaton (a string with

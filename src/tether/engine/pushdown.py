@@ -318,7 +318,7 @@ class PushdownCompiled(RegularCompiled):
         if copied is None:
             return None
         digest = shallow_key(*copied, self._long_tokens()[0].shallow)
-        return None if digest is None else (b"shallow", digest, self.pda.class_of_byte.tobytes())
+        return None if digest is None else (b"shallow", digest, self.pda.class_key)
 
     def _long_tokens(self) -> tuple[DeepTrie, TrieWalker]:
         if self._long is None:
@@ -410,13 +410,12 @@ class PushdownCompiled(RegularCompiled):
             mark_tokens(trie.tok_start, trie.tok_ids, nodes, words)
             path = path[1:]
         path_ends = _follow(trie.node_class, trie.size, trie.tok_start, trie.tok_ids, nodes,
-                            path, words) if path.size else nodes
-        ends = np.zeros(0, dtype=np.int64)
-        # (nodes may nest: their paths' ends interleave)
-        path_ends = self._continuing(np.sort(path_ends)) if path_ends.size else path_ends
+                            path, words)
+        ends = path_ends
         if path_ends.size:
             below, ends = self._subframe(after, path_ends)
-            words |= below
+            if below is not self._empty:
+                words |= below
             if self.pda.ends_at_once(after):  # it may end at the paths' ends
                 ends = _union(path_ends, ends)
         words.flags.writeable = False
@@ -706,7 +705,9 @@ class _Cycle(Exception):  # noqa: N818 - a signal, not an error
 def _follow(node_class, size, tok_start, tok_ids, nodes, classes, words
             ):  # pragma: no cover - compiled
     """Set in ``words`` the tokens along the path of ``classes`` below each of ``nodes``
-    (as far as the trie goes); return the nodes where a whole path ends, in order."""
+    (as far as the trie goes); return the nodes where a whole path ends that a token goes
+    on below (see ``PushdownCompiled._continuing``), sorted (nodes may nest: their paths'
+    ends interleave)."""
     ends = np.empty(nodes.size, dtype=np.int64)
     n_ends = 0
     for k in range(nodes.size):
@@ -716,13 +717,14 @@ def _follow(node_class, size, tok_start, tok_ids, nodes, classes, words
             while child < end and node_class[child] != classes[j]:
                 child += size[child]
             if child >= end:
+                node = -1
                 break
             node = child
             mark_node(tok_start, tok_ids, node, words)
-            if j == classes.size - 1:
-                ends[n_ends] = node
-                n_ends += 1
-    return ends[:n_ends]
+        if node >= 0 and size[node] > 1:
+            ends[n_ends] = node
+            n_ends += 1
+    return np.sort(ends[:n_ends])
 
 
 @njit(cache=True, nogil=True)
