@@ -478,9 +478,10 @@ def test_frames_of_automaton_states_read_by_their_moves(smollm2_vocab, smollm2_e
                                                         monkeypatch) -> None:
     """A frame of a state of a pre-built automaton (a string that counts characters, a
     pattern, a format), what it reads below trie nodes and its long tokens are read by
-    the automaton's own moves, compiled — the same masks as walked over item sets, along
-    instances with escapes, multi-byte characters and runs of ``#`` (SmolLM2's longest
-    tokens); an object's extra keys (not deterministic: their escapes) are walked."""
+    the automaton's own moves, compiled (a whole frame by a dense table of them) — the
+    same masks as walked over item sets, along instances with escapes, multi-byte
+    characters and runs of ``#`` (SmolLM2's longest tokens)."""
+    from tether.engine import pushdown
     from tether.engine.pushdown import PushdownCompiled
 
     schema = {"type": "object", "properties": {
@@ -503,9 +504,17 @@ def test_frames_of_automaton_states_read_by_their_moves(smollm2_vocab, smollm2_e
         read[0] += out is not None
         return out
 
+    tables = [0]
+    walk_table = pushdown.walk_table
+
+    def counted_table(*args):
+        tables[0] += 1
+        return walk_table(*args)
+
     monkeypatch.setattr(PushdownCompiled, "_walk_copied", counted)
+    monkeypatch.setattr(pushdown, "walk_table", counted_table)
     by_moves = _masks_along(smollm2_vocab, walks)
-    assert read[0] > 20
+    assert read[0] > 20 and tables[0] > 5
     monkeypatch.setattr(PushdownCompiled, "_walk_copied", lambda self, item, trie, roots: None)
     _assert_same_masks(walks, by_moves, _masks_along(smollm2_vocab, walks))
 

@@ -73,8 +73,10 @@ from tether.engine import shared_frames
 from tether.engine.copied_reads import (
     MAX_STEP_SET,
     is_deterministic,
+    move_table,
     read_in_step,
     walk_copied,
+    walk_table,
 )
 from tether.engine.pda import BOTTOM, MAX_STACK_NODES, FrameParts, PushdownAutomaton
 from tether.engine.regular import (
@@ -378,8 +380,14 @@ class PushdownCompiled(RegularCompiled):
         if not deterministic:
             return None
         words = np.zeros(self._n_words, dtype=np.uint32)
-        ends = walk_copied(trie.size, trie.node_class, trie.node_depth, trie.tok_start,
-                           trie.tok_ids, trie.depth, roots, state, *moves, words)
+        table = move_table(moves, build=roots is _ROOT)  # (a whole frame: worth a table)
+        if table is not None:
+            ends = walk_table(trie.size, trie.node_class, trie.node_depth, trie.tok_start,
+                              trie.tok_ids, trie.depth, roots, state, *table,
+                              moves.accepting, words)
+        else:
+            ends = walk_copied(trie.size, trie.node_class, trie.node_depth, trie.tok_start,
+                               trie.tok_ids, trie.depth, roots, state, *moves, words)
         return words, ends
 
     def _continuing(self, nodes: np.ndarray) -> np.ndarray:
