@@ -78,6 +78,7 @@ def test_health_and_models(server, client):
     memory = health["memory_mb"]  # where the server's memory is (docs/serving.md)
     assert memory["rss"] > 100 and memory["python_blocks"] > 0
     assert 0 <= memory["compile_cache"] <= 16.5 and memory["shared_frames"] >= 0
+    assert 0 <= memory["move_tables"] <= 64
     models = client.models.list()
     assert [m.id for m in models.data] == ["SmolLM2-135M-Instruct"]
 

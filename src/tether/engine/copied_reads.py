@@ -132,6 +132,12 @@ def move_table(moves: CopiedMoves, *, build: bool) -> tuple[np.ndarray, np.ndarr
     return class_of_byte, table
 
 
+def move_table_bytes() -> int:
+    """The bytes the dense move tables hold (within :data:`MAX_TABLES_BYTES`)."""
+    with _tables_lock:
+        return _tables_bytes
+
+
 @njit(cache=True, nogil=True)
 def _dense_moves(start, lo, hi, target, class_of_byte, n_classes
                  ):  # pragma: no cover - compiled

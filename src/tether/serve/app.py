@@ -29,6 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tether import json_input
 from tether.compiler import cached_bytes
+from tether.engine.copied_reads import move_table_bytes
 from tether.engine.shared_frames import shared_frame_bytes
 from tether.errors import TetherError
 from tether.runtime.llama import LlamaModel
@@ -132,7 +133,8 @@ def _memory_mb() -> dict[str, float]:
     """The process's memory (:func:`tether.serve.memory.usage`) and what tether's bounded
     caches hold, in MB."""
     return {**memory.usage(), "compile_cache": round(cached_bytes() / 2**20, 1),
-            "shared_frames": round(shared_frame_bytes() / 2**20, 1)}
+            "shared_frames": round(shared_frame_bytes() / 2**20, 1),
+            "move_tables": round(move_table_bytes() / 2**20, 1)}
 
 
 def _planning(plan: Callable[[Any], Plan], body: Any) -> Callable[[], Plan]:
