@@ -505,14 +505,15 @@ def test_frames_of_automaton_states_read_by_their_moves(smollm2_vocab, smollm2_e
         return out
 
     tables = [0]
-    walk_table = pushdown.walk_table
+    move_table = pushdown.move_table
 
-    def counted_table(*args):
-        tables[0] += 1
-        return walk_table(*args)
+    def counted_table(moves, *, build):
+        table = move_table(moves, build=build)
+        tables[0] += table is not None
+        return table
 
     monkeypatch.setattr(PushdownCompiled, "_walk_copied", counted)
-    monkeypatch.setattr(pushdown, "walk_table", counted_table)
+    monkeypatch.setattr(pushdown, "move_table", counted_table)
     by_moves = _masks_along(smollm2_vocab, walks)
     assert read[0] > 20 and tables[0] > 5
     monkeypatch.setattr(PushdownCompiled, "_walk_copied", lambda self, item, trie, roots: None)

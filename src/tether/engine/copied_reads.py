@@ -17,7 +17,7 @@ the first frame inside a string of at most 255 characters.
   An automaton read from the trie's root (a whole frame: ~1 ms of searched moves on
   SmolLM2's byte trie) gets a dense table of its moves over its own byte classes
   (:func:`move_table`, kept per automaton within a byte bound), by which that walk and
-  every later one of it looks each move up instead (:func:`walk_table`: 1.7x faster).
+  every later one of it looks each move up instead of searching it (1.7x faster).
 - :func:`read_in_step`: two states of one automaton read in step where they differ (an
   object's extra keys, which read like any string but for a few names).
 """
@@ -55,12 +55,15 @@ def is_deterministic(moves: CopiedMoves) -> bool:
 
 @njit(cache=True, nogil=True)
 def walk_copied(size, node_class, node_depth, tok_start, tok_ids, depth, roots, state,
-                start, lo, hi, target, accepting, words):  # pragma: no cover - compiled
+                start, lo, hi, target, accepting, class_of_byte, table, words
+                ):  # pragma: no cover - compiled
     """Read the trie below each of ``roots`` from automaton ``state`` (deterministic
     moves, :func:`is_deterministic`, as in :class:`~tether.automata.nfa.CopiedMoves`, by
-    trie class): set in ``words`` the tokens at every node read (the roots' own
-    excluded) and return the nodes at which the automaton is in an accepting state
-    (sorted, distinct; roots may nest)."""
+    trie class; looked up in their dense ``table`` over ``class_of_byte`` if it has
+    rows, :func:`move_table`, else searched): set in ``words`` the tokens at every node
+    read (the roots' own excluded) and return the nodes at which the automaton is in an
+    accepting state (sorted, distinct; roots may nest)."""
+    dense = table.shape[0] > 0
     st = np.empty(depth + 2, np.int64)  # st[d]: the state after d bytes
     n_nodes = 0
     for k in range(roots.size):
@@ -76,12 +79,15 @@ def walk_copied(size, node_class, node_depth, tok_start, tok_ids, depth, roots, 
             d = node_depth[node]
             s, c = st[d - 1], node_class[node]
             nxt = -1
-            for e in range(start[s], start[s + 1]):  # (disjoint moves, by lo)
-                if lo[e] > c:
-                    break
-                if c <= hi[e]:
-                    nxt = target[e]
-                    break
+            if dense:
+                nxt = table[s, class_of_byte[c]]
+            else:
+                for e in range(start[s], start[s + 1]):  # (disjoint moves, by lo)
+                    if lo[e] > c:
+                        break
+                    if c <= hi[e]:
+                        nxt = target[e]
+                        break
             if nxt < 0:
                 node += size[node]
                 continue
@@ -147,39 +153,6 @@ def _dense_moves(start, lo, hi, target, class_of_byte, n_classes
             for k in range(class_of_byte[lo[e]], class_of_byte[hi[e]] + 1):
                 table[s, k] = target[e]
     return table
-
-
-@njit(cache=True, nogil=True)
-def walk_table(size, node_class, node_depth, tok_start, tok_ids, depth, roots, state,
-               class_of_byte, table, accepting, words):  # pragma: no cover - compiled
-    """:func:`walk_copied` by a dense table of the moves (:func:`move_table`)."""
-    st = np.empty(depth + 2, np.int64)  # st[d]: the state after d bytes
-    n_nodes = 0
-    for k in range(roots.size):
-        n_nodes += size[roots[k]]
-    ends = np.empty(n_nodes, np.int64)
-    n_ends = 0
-    for k in range(roots.size):
-        root = roots[k]
-        node, stop = root + 1, root + size[root]
-        st[node_depth[root]] = state
-        while node < stop:
-            d = node_depth[node]
-            nxt = table[st[d - 1], class_of_byte[node_class[node]]]
-            if nxt < 0:
-                node += size[node]
-                continue
-            if accepting[nxt]:
-                ends[n_ends] = node
-                n_ends += 1
-            for j in range(tok_start[node], tok_start[node + 1]):
-                t = tok_ids[j]
-                words[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
-            st[d] = nxt
-            node += 1
-    if roots.size > 1:
-        return np.unique(ends[:n_ends])
-    return ends[:n_ends].copy()
 
 
 @njit(cache=True, nogil=True)
@@ -301,13 +274,10 @@ def _warm_up() -> None:
     moves = (np.zeros(2, dtype=np.int64), one, one, one, np.zeros(1, dtype=np.bool_))
     read_in_step(np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int32), *moves, 0, 0,
                  MAX_STEP_SET)
+    table = _dense_moves(moves[0], one, one, one, np.zeros(256, dtype=np.int64), 1)
     walk_copied(np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int32),
                 np.zeros(1, dtype=np.int32), np.zeros(2, dtype=np.int64), one, 1, one, 0,
-                *moves, np.zeros(1, dtype=np.uint32))
-    table = _dense_moves(moves[0], one, one, one, np.zeros(256, dtype=np.int64), 1)
-    walk_table(np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int32),
-               np.zeros(1, dtype=np.int32), np.zeros(2, dtype=np.int64), one, 1, one, 0,
-               np.zeros(256, dtype=np.int64), table, moves[4], np.zeros(1, dtype=np.uint32))
+                *moves, np.zeros(256, dtype=np.int64), table, np.zeros(1, dtype=np.uint32))
 
 
 _warm_up()

@@ -76,7 +76,6 @@ from tether.engine.copied_reads import (
     move_table,
     read_in_step,
     walk_copied,
-    walk_table,
 )
 from tether.engine.pda import BOTTOM, MAX_STACK_NODES, FrameParts, PushdownAutomaton
 from tether.engine.regular import (
@@ -100,6 +99,8 @@ MAX_COMPOSED_PER_MASK = 1_000  # parser states one mask may compose (ambiguity's
 
 Frame = tuple[np.ndarray, np.ndarray, bool]  # inner mask, trie nodes where it ends, at once
 _ROOT = np.zeros(1, dtype=np.int64)  # the trie's root, where a frame's walk starts
+# No dense move table (walk_copied searches the moves)
+_NO_TABLE = (np.zeros(256, dtype=np.int64), np.zeros((0, 0), dtype=np.int32))
 
 
 class PushdownCompiled(RegularCompiled):
@@ -381,13 +382,9 @@ class PushdownCompiled(RegularCompiled):
             return None
         words = np.zeros(self._n_words, dtype=np.uint32)
         table = move_table(moves, build=roots is _ROOT)  # (a whole frame: worth a table)
-        if table is not None:
-            ends = walk_table(trie.size, trie.node_class, trie.node_depth, trie.tok_start,
-                              trie.tok_ids, trie.depth, roots, state, *table,
-                              moves.accepting, words)
-        else:
-            ends = walk_copied(trie.size, trie.node_class, trie.node_depth, trie.tok_start,
-                               trie.tok_ids, trie.depth, roots, state, *moves, words)
+        ends = walk_copied(trie.size, trie.node_class, trie.node_depth, trie.tok_start,
+                           trie.tok_ids, trie.depth, roots, state, *moves,
+                           *(table if table is not None else _NO_TABLE), words)
         return words, ends
 
     def _continuing(self, nodes: np.ndarray) -> np.ndarray:
