@@ -763,24 +763,21 @@ def _signatures(g_src: np.ndarray, g_tgt: np.ndarray, words: np.ndarray
     if not len(g_src):
         return (g_src, np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64),
                 np.zeros(0, dtype=np.int64))
-    keys, key_of_group = _unique_rows(np.column_stack([g_tgt.astype(np.uint64), words]))
+    _, key_of_group = _unique_rows(np.column_stack([g_tgt.astype(np.uint64), words]))
     firsts = np.flatnonzero(np.r_[True, g_src[1:] != g_src[:-1]])
-    bounds = [*firsts.tolist(), len(g_src)]
-    ids: dict[tuple[int, ...], int] = {}
-    sig_of_source = np.empty(len(firsts), dtype=np.int64)
-    sig_start, sig_groups = [0], []
-    key_list = key_of_group.tolist()
-    for i in range(len(firsts)):
-        a, b = bounds[i], bounds[i + 1]
-        signature = tuple(key_list[a:b])
-        sig = ids.get(signature)
-        if sig is None:
-            sig = ids[signature] = len(ids)
-            sig_groups.extend(range(a, b))
-            sig_start.append(len(sig_groups))
-        sig_of_source[i] = sig
-    return (g_src[firsts], sig_of_source, np.array(sig_start, dtype=np.int64),
-            np.array(sig_groups, dtype=np.int64))
+    counts = np.diff(np.r_[firsts, len(g_src)])
+    # each source's group keys as a row (padded with -1): equal rows, one signature
+    source_of_group = np.repeat(np.arange(len(firsts)), counts)
+    rows = np.full((len(firsts), int(counts.max())), -1, dtype=np.int64)
+    rows[source_of_group, np.arange(len(g_src)) - firsts[source_of_group]] = key_of_group
+    _, sig_of_source = _unique_rows(rows)
+    n_sigs = int(sig_of_source.max()) + 1
+    first_source = np.full(n_sigs, len(firsts), dtype=np.int64)  # a source of each
+    np.minimum.at(first_source, sig_of_source, np.arange(len(firsts)))
+    sizes = counts[first_source]
+    sig_start = np.r_[0, np.cumsum(sizes)]
+    sig_groups = np.repeat(firsts[first_source] - sig_start[:-1], sizes) + np.arange(sig_start[-1])
+    return g_src[firsts], sig_of_source, sig_start, sig_groups
 
 
 def _encode_dfa(dfa: Dfa, location: str) -> Automaton:
