@@ -751,3 +751,26 @@ def test_formats_assert_by_default_and_annotate_on_request():
 ])
 def test_identifiers_per_draft(schema) -> None:
     check_against_jsonschema(schema, [{"x": 1}, {"x": "s"}, {}])
+
+
+def test_move_tables_stay_within_their_bound(monkeypatch) -> None:
+    """The dense move tables (and the moves they keep alive) stay within their byte bound,
+    the least recently used going first; a table looks moves up as the moves say."""
+    from tether.automata.nfa import CopiedMoves
+    from tether.engine import copied_reads
+
+    def chain(n: int) -> CopiedMoves:  # n states, state k moves to k + 1 on b"a".."z"
+        return CopiedMoves(np.arange(n + 1, dtype=np.int64).clip(max=n - 1),
+                           np.full(n - 1, 97, dtype=np.int64), np.full(n - 1, 122, dtype=np.int64),
+                           np.arange(1, n, dtype=np.int64), np.arange(n) == n - 1)
+
+    monkeypatch.setattr(copied_reads, "_tables", type(copied_reads._tables)())
+    monkeypatch.setattr(copied_reads, "_tables_bytes", 0)
+    monkeypatch.setattr(copied_reads, "MAX_TABLES_BYTES", 20_000)
+    kept = [chain(100) for _ in range(12)]
+    for moves in kept:
+        class_of_byte, table = copied_reads.move_table(moves, build=True)
+        assert table[5, class_of_byte[ord("q")]] == 6 and table[5, class_of_byte[ord("A")]] == -1
+    assert 0 < copied_reads.move_table_bytes() <= 20_000
+    assert copied_reads.move_table(kept[0], build=False) is None  # the oldest went first
+    assert copied_reads.move_table(kept[-1], build=False) is not None

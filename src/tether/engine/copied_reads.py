@@ -34,7 +34,8 @@ from tether.automata.nfa import CopiedMoves
 
 MAX_STEP_SET = 16  # automaton states a set read in step may hold (read_in_step)
 MAX_TABLE_BYTES = 4 << 20  # one automaton's dense table, at most
-MAX_TABLES_BYTES = 64 << 20  # all of them (least recently used out first)
+MAX_TABLES_BYTES = 64 << 20  # all of them, with the moves they hold (least recently
+# used out first)
 
 # Per copied automaton's moves (by id; the moves held with the table, so the id stays
 # theirs): the class of each byte and the dense table (see move_table).
@@ -130,16 +131,23 @@ def move_table(moves: CopiedMoves, *, build: bool) -> tuple[np.ndarray, np.ndarr
     with _tables_lock:
         old = _tables.pop(key, None)
         if old is not None:
-            _tables_bytes -= old[2].nbytes
-        _tables[key] = (moves, class_of_byte, table)
-        _tables_bytes += table.nbytes
+            _tables_bytes -= _held_bytes(old)
+        _tables[key] = entry = (moves, class_of_byte, table)
+        _tables_bytes += _held_bytes(entry)
         while _tables_bytes > MAX_TABLES_BYTES and len(_tables) > 1:
-            _tables_bytes -= _tables.popitem(last=False)[1][2].nbytes
+            _tables_bytes -= _held_bytes(_tables.popitem(last=False)[1])
     return class_of_byte, table
 
 
+def _held_bytes(entry: tuple[CopiedMoves, np.ndarray, np.ndarray]) -> int:
+    """What an entry of the tables holds: the table, and the moves it keeps alive."""
+    moves, class_of_byte, table = entry
+    return table.nbytes + class_of_byte.nbytes + sum(array.nbytes for array in moves)
+
+
 def move_table_bytes() -> int:
-    """The bytes the dense move tables hold (within :data:`MAX_TABLES_BYTES`)."""
+    """The bytes the dense move tables hold, with the moves they keep alive (within
+    :data:`MAX_TABLES_BYTES`)."""
     with _tables_lock:
         return _tables_bytes
 
