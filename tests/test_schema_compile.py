@@ -13,7 +13,7 @@ import json
 import jsonschema
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tether
@@ -774,3 +774,24 @@ def test_move_tables_stay_within_their_bound(monkeypatch) -> None:
     assert 0 < copied_reads.move_table_bytes() <= 20_000
     assert copied_reads.move_table(kept[0], build=False) is None  # the oldest went first
     assert copied_reads.move_table(kept[-1], build=False) is not None
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(st.integers(0, 200), unique=True), st.lists(st.integers(0, 200), unique=True),
+       st.lists(st.tuples(st.integers(0, 200), st.integers(1, 20)), max_size=8))
+def test_kept_ends_is_the_set_difference(ends, gone, spans) -> None:
+    """The ends an excepted frame keeps: those outside the subtrees it cannot read (as
+    disjoint node ranges) and not among the ends only the frame it reads like has."""
+    from tether.engine.pushdown import _kept_ends
+
+    first, stop, last = [], [], -1
+    for start, length in sorted(spans):  # (made disjoint)
+        if start > last:
+            first.append(start)
+            stop.append(start + length)
+            last = start + length - 1
+    expected = [e for e in sorted(ends) if e not in set(gone)
+                and not any(a <= e < b for a, b in zip(first, stop, strict=True))]
+    kept = _kept_ends(np.array(sorted(ends), dtype=np.int64), np.array(first, dtype=np.int64),
+                      np.array(stop, dtype=np.int64), np.array(sorted(gone), dtype=np.int64))
+    assert kept.tolist() == expected

@@ -545,17 +545,15 @@ class PushdownCompiled(RegularCompiled):
         if not found:
             return None
         inner, ends, at_once = self._frame(like)
+        first = np.sort(lost)
+        stop = first + trie.size[first]
         if lost.size:
-            first = np.sort(lost)
-            stop = first + trie.size[first]
             taken = np.zeros(self._n_words, dtype=np.uint32)
             _mark_subtrees(trie.tok_start, trie.tok_ids, first, stop, taken)
             inner = inner & ~taken
             inner.flags.writeable = False
-            at = np.searchsorted(first, ends, side="right") - 1
-            ends = ends[(at < 0) | (ends >= stop[np.maximum(at, 0)])]
-        if not_ends.size:
-            ends = np.setdiff1d(ends, not_ends, assume_unique=True)
+        if lost.size or not_ends.size:
+            ends = _kept_ends(ends, first, stop, not_ends)
         return inner, ends, at_once
 
     def _subframe(self, item: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -789,6 +787,27 @@ def _union(a, b):  # pragma: no cover - compiled
     return out[:n]
 
 
+@njit(cache=True, nogil=True)
+def _kept_ends(ends, first, stop, gone):  # pragma: no cover - compiled
+    """The nodes of ``ends`` (sorted) outside the subtrees ``first[k] .. stop[k] - 1``
+    (sorted, disjoint) and not in ``gone`` (sorted): one merge."""
+    out = np.empty(ends.size, dtype=np.int64)
+    n = k = j = 0
+    for i in range(ends.size):
+        node = ends[i]
+        while k < first.size and stop[k] <= node:
+            k += 1
+        if k < first.size and first[k] <= node:
+            continue
+        while j < gone.size and gone[j] < node:
+            j += 1
+        if j < gone.size and gone[j] == node:
+            continue
+        out[n] = node
+        n += 1
+    return out[:n]
+
+
 def _warm_up() -> None:
     """Load the compiled kernels now, not inside the first mask that needs them (see
     :func:`tether.engine.token_masks._warm_up`)."""
@@ -796,6 +815,7 @@ def _warm_up() -> None:
     fixed = read_only(one)  # (frames' node sets are read-only: variants of the kernels)
     for a, b in ((one, one), (one, fixed), (fixed, one), (fixed, fixed)):
         _union(a, b)
+        _kept_ends(a, one, one, one)
     _step(np.zeros(1, dtype=np.int32), np.ones(1, dtype=np.int64), np.zeros(2, dtype=np.int64),
           one, 0, one, np.zeros(1, dtype=np.uint32))
     for nodes in (one, fixed):
