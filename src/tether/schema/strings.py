@@ -739,17 +739,18 @@ def _escape_chains(sig_start, targets, words, short_bytes, short_letters, first_
 
 
 def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of ``rows`` in lexicographic order, and the index of each row's
-    among them (``np.unique(rows, axis=0, return_inverse=True)``, without its cost)."""
+    """The distinct rows of ``rows`` in lexicographic order, as the index of the first row
+    equal to each, and the index of each row's among them (``np.unique(rows, axis=0,
+    return_index=True, return_inverse=True)``, without its cost)."""
     if not len(rows):
-        return rows, np.zeros(0, dtype=np.int64)
-    order = np.lexsort(rows.T[::-1])
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.lexsort(rows.T[::-1])  # (stable: equal rows keep their order)
     ranked = rows[order]
     new = np.ones(len(rows), dtype=bool)
     new[1:] = (ranked[1:] != ranked[:-1]).any(axis=1)
     inverse = np.empty(len(rows), dtype=np.int64)
     inverse[order] = np.cumsum(new) - 1
-    return ranked[new], inverse
+    return order[new], inverse
 
 
 def _signatures(g_src: np.ndarray, g_tgt: np.ndarray, words: np.ndarray
@@ -764,18 +765,15 @@ def _signatures(g_src: np.ndarray, g_tgt: np.ndarray, words: np.ndarray
         return (g_src, np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64),
                 np.zeros(0, dtype=np.int64))
     _, key_of_group = _unique_rows(np.column_stack([g_tgt.astype(np.uint64), words]))
-    firsts = np.flatnonzero(np.r_[True, g_src[1:] != g_src[:-1]])
-    counts = np.diff(np.r_[firsts, len(g_src)])
+    firsts = np.concatenate(([0], np.flatnonzero(g_src[1:] != g_src[:-1]) + 1))
+    counts = np.diff(firsts, append=len(g_src))
     # each source's group keys as a row (padded with -1): equal rows, one signature
     source_of_group = np.repeat(np.arange(len(firsts)), counts)
     rows = np.full((len(firsts), int(counts.max())), -1, dtype=np.int64)
     rows[source_of_group, np.arange(len(g_src)) - firsts[source_of_group]] = key_of_group
-    _, sig_of_source = _unique_rows(rows)
-    n_sigs = int(sig_of_source.max()) + 1
-    first_source = np.full(n_sigs, len(firsts), dtype=np.int64)  # a source of each
-    np.minimum.at(first_source, sig_of_source, np.arange(len(firsts)))
+    first_source, sig_of_source = _unique_rows(rows)
     sizes = counts[first_source]
-    sig_start = np.r_[0, np.cumsum(sizes)]
+    sig_start = np.concatenate(([0], np.cumsum(sizes)))
     sig_groups = np.repeat(firsts[first_source] - sig_start[:-1], sizes) + np.arange(sig_start[-1])
     return g_src[firsts], sig_of_source, sig_start, sig_groups
 
