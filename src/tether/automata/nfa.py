@@ -190,7 +190,7 @@ class NfaBuilder:
         moves = list(zip(template.lo, template.hi, (template.moves.target + base).tolist(),
                          strict=True))
         bounds = template.bounds
-        self.edges.extend([moves[a:b] for a, b in zip(bounds, bounds[1:])])  # noqa: B905
+        self.edges.extend([moves[a:b] for a, b in zip(bounds, bounds[1:], strict=False)])
         self.edges.append([])
         self.eps.extend([[] for _ in range(n + 1)])
         end = base + n

@@ -545,14 +545,14 @@ class PushdownCompiled(RegularCompiled):
         if not found:
             return None
         inner, ends, at_once = self._frame(like)
-        first = np.sort(lost)
-        stop = first + trie.size[first]
-        if lost.size:
-            taken = np.zeros(self._n_words, dtype=np.uint32)
-            _mark_subtrees(trie.tok_start, trie.tok_ids, first, stop, taken)
-            inner = inner & ~taken
-            inner.flags.writeable = False
         if lost.size or not_ends.size:
+            first = np.sort(lost)
+            stop = first + trie.size[first]
+            if lost.size:
+                taken = np.zeros(self._n_words, dtype=np.uint32)
+                _mark_subtrees(trie.tok_start, trie.tok_ids, first, stop, taken)
+                inner = inner & ~taken
+                inner.flags.writeable = False
             ends = _kept_ends(ends, first, stop, not_ends)
         return inner, ends, at_once
 
