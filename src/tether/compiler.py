@@ -25,7 +25,7 @@ from tether.engine.regular import RegularCompiled
 from tether.errors import CompileError, LimitExceeded, TetherError
 from tether.gc_pause import paused_gc
 from tether.grammar.ir import Grammar as GrammarIR
-from tether.grammar.lower import check_grammar, inline, recursive_rules
+from tether.grammar.lower import check_grammar, inline, merge_equal_rules, recursive_rules
 from tether.vocab import Vocabulary
 
 MAX_CACHED_CONSTRAINTS = 64
@@ -187,7 +187,7 @@ def to_automaton(grammar: GrammarIR, *, pushdown: bool = False
                            source=grammar.source)
         except LimitExceeded:
             pass  # too large once inlined: the pushdown engine builds each rule once
-    return PushdownAutomaton(grammar, byte_classes=not pushdown)
+    return PushdownAutomaton(merge_equal_rules(grammar), byte_classes=not pushdown)
 
 
 def _compile_uncached(constraint: Constraint, vocab: Vocabulary) -> Compiled:

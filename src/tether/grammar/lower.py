@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import replace
+from typing import cast
 
 from tether.automata.regex_ast import Alternate, CharSet, Concat, Node, Repeat
 from tether.errors import CompileError, LimitExceeded
@@ -111,6 +113,145 @@ def _lift_groups(grammar: Grammar, owners: list[str]) -> Grammar:
     if not changed:
         return grammar
     return replace(grammar, rules=rules, where=where)
+
+
+def merge_equal_rules(grammar: Grammar) -> Grammar:
+    """The grammar with rules that derive the same strings by construction made one: a
+    rule whose body is a reference to another (an alias) is replaced by that rule, and
+    rules whose bodies are the same expression (positions aside, references to rules
+    made one compared as one) are made one, until no more are — each step keeps the
+    language, by induction on derivations. References are renamed to the rule kept (the
+    first defined; the start rule is always kept), and the others dropped.
+
+    A schema's grammar has a rule per subschema, and a third of them repeat another
+    (the same property type in several objects, a property's rule that only refers to a
+    shared string rule): an engine that runs rules one by one builds and walks each
+    once, not once per copy. Rules matched longest are left as they are (their ends
+    carry guards)."""
+    rules, longest = grammar.rules, grammar.longest
+    canon: dict[str, str] = {}
+    for name, body in rules.items():
+        if (type(body) is Ref and name != grammar.start and name not in longest
+                and body.name not in longest and body.name != name):
+            canon[name] = body.name
+
+    def find(name: str) -> str:
+        seen = 0
+        while name in canon and seen <= len(canon):  # (an alias cycle derives nothing)
+            name = canon[name]
+            seen += 1
+        return name
+
+    from tether.engine.pda import BUILD_RECURSION_LIMIT
+    order = [grammar.start, *(n for n in rules if n != grammar.start)]
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, BUILD_RECURSION_LIMIT))
+    try:
+        plain = _merge_equal(rules, order, longest, canon, find)
+        if not canon:
+            return grammar
+        merged_rules = {name: _renamed(body, find, plain) for name, body in rules.items()
+                        if name not in canon}
+    except RecursionError:
+        raise LimitExceeded("a rule of the grammar nests too deeply to build",
+                            source=grammar.source) from None
+    finally:
+        sys.setrecursionlimit(limit)
+    return replace(grammar, rules=merged_rules)
+
+
+def _merge_equal(rules: dict[str, Expr], order: list[str], longest: frozenset[str],
+                 canon: dict[str, str], find: Callable[[str], str]) -> dict[int, int]:
+    """Note in ``canon`` each rule of ``order`` whose body has the shape of an earlier
+    one's, round after round until a round merges none; return the subtrees without
+    references (by node)."""
+    shapes = _Shapes(find)
+    names = [n for n in order if n not in canon and n not in longest]
+    while True:
+        kept_by_shape: dict[int, str] = {}
+        merged = False
+        for name in names:
+            kept = kept_by_shape.setdefault(shapes.of(rules[name])[0], name)
+            if kept != name:
+                canon[name] = kept
+                merged = True
+        if not merged:
+            return shapes.plain
+        names = [n for n in names if n not in canon]
+
+
+class _Shapes:
+    """What :func:`merge_equal_rules` compares: an expression's shape, a number equal
+    for two expressions exactly when they are the same tree (positions left out,
+    references by the rule they are merged into). Shapes are hash-consed (a node's is a
+    tuple of its children's numbers); subtrees without references keep theirs, by node,
+    from round to round."""
+
+    def __init__(self, find: Callable[[str], str]) -> None:
+        self.find = find
+        self.numbers: dict[tuple, int] = {}
+        self.plain: dict[int, int] = {}  # by node: the shape of a subtree with no reference
+
+    def of(self, expr: Expr) -> tuple[int, bool]:
+        """The shape of ``expr`` and whether it has a reference."""
+        hit = self.plain.get(id(expr))
+        if hit is not None:
+            return hit, False
+        refs = False
+        key: tuple
+        if isinstance(expr, Ref):
+            key, refs = ("ref", self.find(expr.name)), True
+        elif isinstance(expr, CharSet):
+            key = ("set", expr.ranges)
+        elif isinstance(expr, Concat | Alternate | AnyOrder):
+            numbers = []
+            for part in (expr.parts() if isinstance(expr, AnyOrder) else expr.items):
+                if type(part) is CharSet:  # (most parts: a literal's bytes)
+                    numbers.append(self.numbers.setdefault(("set", part.ranges),
+                                                           len(self.numbers)))
+                    continue
+                number, part_refs = self.of(cast(Expr, part))
+                numbers.append(number)
+                refs |= part_refs
+            key = (type(expr).__name__, *numbers)
+            if isinstance(expr, AnyOrder):
+                key += (expr.extra is None, expr.required, expr.min_count, expr.max_count)
+        elif isinstance(expr, Repeat):
+            item, refs = self.of(cast(Expr, expr.item))
+            key = ("rep", expr.min, expr.max, item)
+        else:  # a pre-built automaton: copies of one (another position) share its arrays
+            key = ("automaton", id(expr.edges), expr.n_states, expr.start, expr.accepting,
+                   id(expr.exceptions))
+        number = self.numbers.setdefault(key, len(self.numbers))
+        if not refs:
+            self.plain[id(expr)] = number
+        return number, refs
+
+
+def _renamed(expr: Expr, find: Callable[[str], str], plain: dict[int, int]) -> Expr:
+    """``expr`` with every reference to the rule it is merged into (the same object if
+    none changes; ``plain``: the subtrees without references, by node)."""
+    if id(expr) in plain:
+        return expr
+    if isinstance(expr, Ref):
+        target = find(expr.name)
+        return expr if target == expr.name else Ref(target, expr.pos)
+    if isinstance(expr, Concat | Alternate):
+        items = tuple(_renamed(cast(Expr, i), find, plain) for i in expr.items)
+        if all(a is b for a, b in zip(items, expr.items, strict=True)):
+            return expr
+        return replace(expr, items=cast(tuple[Node, ...], items))
+    if isinstance(expr, Repeat):
+        item = _renamed(cast(Expr, expr.item), find, plain)
+        return expr if item is expr.item else replace(expr, item=cast(Node, item))
+    if isinstance(expr, AnyOrder):
+        parts = [_renamed(p, find, plain) for p in expr.parts()]
+        if all(a is b for a, b in zip(parts, expr.parts(), strict=True)):
+            return expr
+        n = len(expr.members)
+        return replace(expr, members=tuple(parts[:n]),
+                       extra=None if expr.extra is None else parts[n], comma=parts[-1])
+    return expr
 
 
 def recursive_rules(grammar: Grammar) -> set[str]:
