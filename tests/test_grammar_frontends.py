@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tether
+from tether.automata.regex_parser import MAX_GROUP_DEPTH
 from tether.errors import CompileError, LimitExceeded
 from tether.grammar.gbnf import parse_gbnf
 from tether.grammar.ir import Grammar, Ref
@@ -249,6 +250,22 @@ def test_blow_up_is_bounded(syntax: str, text: str) -> None:
     with pytest.raises(LimitExceeded) as info:
         dfa_accepts(grammar, "a")
     assert isinstance(info.value.location, str) and ":" in info.value.location
+
+
+@pytest.mark.parametrize(("syntax", "head", "open_", "close"), [
+    ("gbnf", "root ::= ", "(", ")"),
+    ("lark", "start: ", "(", ")"),
+    ("lark", "start: ", "[", "]"),
+])
+def test_groups_nested_past_the_bound_are_a_located_limit(syntax, head, open_, close) -> None:
+    # (thousands deep once overflowed Python's stack: a RecursionError, no location)
+    parse = parse_gbnf if syntax == "gbnf" else parse_lark
+    assert parse(head + open_ * MAX_GROUP_DEPTH + '"a"' + close * MAX_GROUP_DEPTH)
+    for depth in (MAX_GROUP_DEPTH + 1, 5_000):
+        with pytest.raises(LimitExceeded) as info:
+            parse(head + open_ * depth + '"a"' + close * depth)
+        assert info.value.location == f"1:{len(head) + MAX_GROUP_DEPTH + 1}"
+        assert "nest deeper" in info.value.message
 
 
 # -- GBNF features -------------------------------------------------------------------------

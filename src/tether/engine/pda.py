@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import sys
 from bisect import bisect_right
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -71,7 +70,7 @@ from tether.automata.nfa import CopiedMoves, NfaBuilder, trim_moves
 from tether.automata.regex_ast import Alternate, Automaton, Concat, Repeat
 from tether.automata.shortest import INF, Spelling, Witnesses, distances_to_end
 from tether.errors import CompileError, LimitExceeded
-from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref
+from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref, deep_recursion
 
 MAX_CONFIGURATIONS = 500_000
 MAX_STACK_NODES = 2_000_000
@@ -86,7 +85,6 @@ MAX_KEYED_RULE_STATES = 50_000  # a leaf rule larger than this gets no content k
 MAX_CHAIN = 256  # forced bytes followed at most (a token is shorter)
 
 FEW_RUNS = 16  # a row of at most this many runs is written by numpy slices, not a list
-BUILD_RECURSION_LIMIT = 20_000  # syntax-tree depth the NFA builder may recurse to
 # What the grammar's built structure (NFA, rules, syntax trees) holds per NFA edge, for
 # held_bytes (measured with tracemalloc on Glaive schemas: 135–215 bytes per edge).
 STRUCTURE_BYTES_PER_EDGE = 160
@@ -212,10 +210,7 @@ class PushdownAutomaton(LazyAutomaton):
         # NFA states are numbered in blocks, one per rule built, in the order built.
         self._block_first: list[int] = []
         self._block_rule: list[int] = []
-        # Bodies from large schemas nest deeply; the builder recurses over them.
-        limit = sys.getrecursionlimit()
-        sys.setrecursionlimit(max(limit, BUILD_RECURSION_LIMIT))
-        try:
+        with deep_recursion(grammar.source):  # (the builder recurses over the bodies)
             for k, name in enumerate(names):
                 first = len(builder.edges)
                 self._block_first.append(first)
@@ -229,11 +224,6 @@ class PushdownAutomaton(LazyAutomaton):
                     self._copied_moves[k] = builder.copied_moves[first]
                     if first in builder.copied_states:
                         self._excepting_rules[k] = (body, builder.copied_states[first])
-        except RecursionError:
-            raise LimitExceeded("a rule of the grammar nests too deeply to build",
-                                source=grammar.source) from None
-        finally:
-            sys.setrecursionlimit(limit)
         self._edges = builder.edges
         self._eps = builder.eps
         self._calls = builder.calls

@@ -19,6 +19,7 @@ at ``"line:column"``.
 from __future__ import annotations
 
 from tether.automata.regex_ast import EMPTY, CharSet, complement, normalize
+from tether.automata.regex_parser import MAX_GROUP_DEPTH
 from tether.errors import CompileError
 from tether.grammar.ir import Expr, Grammar, Ref
 from tether.grammar.lower import check_grammar
@@ -44,6 +45,7 @@ def _is_name_char(c: str) -> bool:
 class _Parser:
     def __init__(self, text: str) -> None:
         self.s = Cursor(text)
+        self.depth = 0  # groups open at the cursor
 
     def skip(self) -> None:
         self.s.skip_blanks(newlines=True, comments=_COMMENT)
@@ -118,8 +120,13 @@ class _Parser:
             self.s.i += 1
             return CharSet(complement(()), self.s.loc(at))
         if c == "(":
+            if self.depth >= MAX_GROUP_DEPTH:  # (later passes recurse on the tree)
+                raise self.s.error(f"groups nest deeper than {MAX_GROUP_DEPTH}", at,
+                                   limit=True)
             self.s.i += 1
+            self.depth += 1
             body = self.alternates()
+            self.depth -= 1
             if self.s.peek() != ")":
                 raise self.s.error("'(' is never closed", at)
             self.s.i += 1

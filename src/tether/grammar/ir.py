@@ -19,9 +19,15 @@ Invariants a front end guarantees (and :func:`check_grammar` verifies):
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from tether.automata.regex_ast import Alternate, Automaton, CharSet, Concat, Repeat
+from tether.errors import LimitExceeded
+
+BUILD_RECURSION_LIMIT = 20_000  # syntax-tree depth the passes over rule bodies recurse to
 
 
 @dataclass(frozen=True)
@@ -105,3 +111,19 @@ def nodes_in(expr: Expr, kind: type | tuple[type, ...]) -> list:
         elif shape is AnyOrder:
             extend(node.parts()[::-1])  # type: ignore[union-attr]
     return out
+
+
+@contextmanager
+def deep_recursion(source: str | None) -> Iterator[None]:
+    """Around a recursive pass over rule bodies (those of large schemas nest deeply): the
+    interpreter's recursion limit raised to :data:`BUILD_RECURSION_LIMIT`, and a body
+    deeper still a :class:`~tether.errors.LimitExceeded`, not a ``RecursionError``."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, BUILD_RECURSION_LIMIT))
+    try:
+        yield
+    except RecursionError:
+        raise LimitExceeded("a rule of the grammar nests too deeply to build",
+                            source=source) from None
+    finally:
+        sys.setrecursionlimit(limit)

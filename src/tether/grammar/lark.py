@@ -53,7 +53,7 @@ from tether.automata.regex_ast import (
     Repeat,
     normalize,
 )
-from tether.automata.regex_parser import parse_regex
+from tether.automata.regex_parser import MAX_GROUP_DEPTH, parse_regex
 from tether.errors import CompileError
 from tether.grammar.case_fold import fold_ranges
 from tether.grammar.ir import Expr, Grammar, Ref
@@ -333,6 +333,9 @@ class _Parser:
         at = self.s.i
         c = self.s.peek()
         if c in ("(", "["):
+            if depth >= MAX_GROUP_DEPTH:  # (later passes recurse on the tree)
+                raise self.s.error(f"groups nest deeper than {MAX_GROUP_DEPTH}", at,
+                                   limit=True)
             self.s.i += 1
             body = self.expansions(depth + 1)
             close = ")" if c == "(" else "]"

@@ -7,7 +7,6 @@ expression (:func:`inline`). Which engine runs it is chosen in one place,
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import replace
@@ -15,7 +14,7 @@ from typing import cast
 
 from tether.automata.regex_ast import Alternate, CharSet, Concat, Node, Repeat
 from tether.errors import CompileError, LimitExceeded
-from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref, nodes_in, refs_in
+from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref, deep_recursion, nodes_in, refs_in
 
 MAX_INLINED_SIZE = 200_000  # syntax-tree nodes a grammar may grow to when inlined
 
@@ -65,7 +64,6 @@ def _lift_groups(grammar: Grammar, owners: list[str]) -> Grammar:
     that is not a reference made a rule of its own (named after the rule it is in)."""
     if not owners:
         return grammar
-    from tether.engine.pda import BUILD_RECURSION_LIMIT
     rules = dict(grammar.rules)
     where = dict(grammar.where)
     changed = False
@@ -100,16 +98,9 @@ def _lift_groups(grammar: Grammar, owners: list[str]) -> Grammar:
             return expr if item is expr.item else Repeat(item, expr.min, expr.max, expr.pos)
         return expr
 
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, BUILD_RECURSION_LIMIT))
-    try:
+    with deep_recursion(grammar.source):
         for name in owners:
             rules[name] = lift(name, rules[name])
-    except RecursionError:
-        raise LimitExceeded("a rule of the grammar nests too deeply to build",
-                            source=grammar.source) from None
-    finally:
-        sys.setrecursionlimit(limit)
     if not changed:
         return grammar
     return replace(grammar, rules=rules, where=where)
@@ -142,21 +133,13 @@ def merge_equal_rules(grammar: Grammar) -> Grammar:
             seen += 1
         return name
 
-    from tether.engine.pda import BUILD_RECURSION_LIMIT
     order = [grammar.start, *(n for n in rules if n != grammar.start)]
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, BUILD_RECURSION_LIMIT))
-    try:
+    with deep_recursion(grammar.source):
         plain = _merge_equal(rules, order, longest, canon, find)
         if not canon:
             return grammar
         merged_rules = {name: _renamed(body, find, plain) for name, body in rules.items()
                         if name not in canon}
-    except RecursionError:
-        raise LimitExceeded("a rule of the grammar nests too deeply to build",
-                            source=grammar.source) from None
-    finally:
-        sys.setrecursionlimit(limit)
     return replace(grammar, rules=merged_rules)
 
 
