@@ -268,6 +268,30 @@ def test_groups_nested_past_the_bound_are_a_located_limit(syntax, head, open_, c
         assert "nest deeper" in info.value.message
 
 
+def test_gbnf_repetitions_stacked_past_the_bound_are_a_located_limit() -> None:
+    head = 'root ::= "a"'
+    assert parse_gbnf(head + "?" * MAX_GROUP_DEPTH)
+    with pytest.raises(LimitExceeded) as info:
+        parse_gbnf(head + "?" * 3_000)
+    assert info.value.location == f"1:{len(head) + MAX_GROUP_DEPTH + 1}"
+
+
+@pytest.mark.parametrize("syntax", ["gbnf", "lark"])
+def test_a_long_chain_of_rules_is_a_limit_not_a_crash_or_a_hang(syntax: str,
+                                                                smollm2_vocab) -> None:
+    # r0 needs r1 needs r2 ...: once a RecursionError (inlining), before that minutes of
+    # fixed-point rounds (one rule settled per round) and of cycle searches (one per rule)
+    sep = "::=" if syntax == "gbnf" else ":"
+    n = 30_000
+    text = "\n".join(f'r{i} {sep} r{i + 1} "x"' for i in range(n)) + f'\nr{n} {sep} "y"'
+    with pytest.raises(LimitExceeded, match="nests deeper"):
+        tether.compile(tether.Grammar(text, syntax=syntax, start="r0"), smollm2_vocab)
+    short = "\n".join(f'r{i} {sep} r{i + 1} "x"' for i in range(300)) + f'\nr300 {sep} "y"'
+    matcher = tether.compile(tether.Grammar(short, syntax=syntax, start="r0"),
+                             smollm2_vocab).matcher()
+    assert matcher.compiled.check("y" + "x" * 300).matches
+
+
 # -- GBNF features -------------------------------------------------------------------------
 def gbnf_accepts(text: str, s: str, start: str | None = None) -> bool:
     return IrRecognizer(parse_gbnf(text, start=start)).accepts(s)

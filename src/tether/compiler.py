@@ -25,6 +25,7 @@ from tether.engine.regular import RegularCompiled
 from tether.errors import CompileError, LimitExceeded, TetherError
 from tether.gc_pause import paused_gc
 from tether.grammar.ir import Grammar as GrammarIR
+from tether.grammar.ir import deep_recursion
 from tether.grammar.lower import check_grammar, inline, merge_equal_rules, recursive_rules
 from tether.vocab import Vocabulary
 
@@ -180,11 +181,13 @@ def to_automaton(grammar: GrammarIR, *, pushdown: bool = False
     such as JSON Schemas, whose inlined automaton can be huge; such an automaton uses one
     class per byte, so no class trie is built for it. Rules matched longest need the
     pushdown engine too (an inlined rule has no end to restrict)."""
-    grammar = check_grammar(grammar)
+    with deep_recursion(grammar.source):
+        grammar = check_grammar(grammar)
     if not pushdown and not grammar.longest and not recursive_rules(grammar):
         try:
-            return LazyDFA(build_nfa(inline(grammar), source=grammar.source),
-                           source=grammar.source)
+            with deep_recursion(grammar.source):  # (a long chain of rules nests deeply)
+                return LazyDFA(build_nfa(inline(grammar), source=grammar.source),
+                               source=grammar.source)
         except LimitExceeded:
             pass  # too large once inlined: the pushdown engine builds each rule once
     return PushdownAutomaton(merge_equal_rules(grammar), byte_classes=not pushdown)

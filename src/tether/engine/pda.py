@@ -71,6 +71,7 @@ from tether.automata.regex_ast import Alternate, Automaton, Concat, Repeat
 from tether.automata.shortest import INF, Spelling, Witnesses, distances_to_end
 from tether.errors import CompileError, LimitExceeded
 from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref, deep_recursion
+from tether.grammar.lower import on_cycles
 
 MAX_CONFIGURATIONS = 500_000
 MAX_STACK_NODES = 2_000_000
@@ -1342,14 +1343,25 @@ def _split_head(alt: Expr) -> tuple[Expr | None, list[Expr]]:
 
 
 def _nullable_rules(pda: PushdownAutomaton) -> list[bool]:
-    """Which rules derive the empty string (those of group states are known already)."""
+    """Which rules derive the empty string (those of group states are known already): a
+    rule is looked at again only when a rule it calls turns out nullable."""
     nullable = list(pda._nullable)
-    changed = True
-    while changed:
-        changed = False
-        for k in range(pda._n_static):
-            if not nullable[k] and _reaches_end(pda, k, nullable):
-                nullable[k] = changed = True
+    callers: dict[int, set[int]] = {}
+    for s, calls in pda._calls.items():
+        caller = pda._block_rule[bisect_right(pda._block_first, s) - 1]
+        for rule, _ in calls:
+            callers.setdefault(rule, set()).add(caller)
+    work = list(range(pda._n_static))
+    waiting = set(work)
+    while work:
+        k = work.pop()
+        waiting.discard(k)
+        if not nullable[k] and _reaches_end(pda, k, nullable):
+            nullable[k] = True
+            for caller in callers.get(k, ()):
+                if caller < pda._n_static and not nullable[caller] and caller not in waiting:
+                    waiting.add(caller)
+                    work.append(caller)
     return nullable
 
 
@@ -1379,10 +1391,10 @@ def _refuse_left_recursion(pda: PushdownAutomaton, grammar: Grammar) -> None:
                     stack.append(t)
         left_calls.append(called)
     names = pda._rule_names
+    cyclic = on_cycles({k: sorted(called) for k, called in enumerate(left_calls)})
     for k in range(n_rules):
-        path = _cycle_through(k, left_calls)
-        if path:
-            cycle = " -> ".join(names[i] for i in path)
+        if k in cyclic:
+            cycle = " -> ".join(names[i] for i in _cycle_through(k, left_calls))
             raise CompileError(
                 f"left recursion through {cycle} is not supported (only a rule's own "
                 "alternatives starting with the rule are rewritten, e.g. `a: a x | y`)",

@@ -93,14 +93,21 @@ class _Parser:
     def sequence(self) -> Expr:
         at = self.s.i
         items: list[Expr] = []
+        stacked = 0  # repetitions of the last item, one around the other
         while True:
             self.skip()
             c = self.s.peek()
             if c in ("", "|", ")"):
                 break
             if c in "*+?{":
+                stacked += 1
+                if stacked > MAX_GROUP_DEPTH:  # (later passes recurse on the tree)
+                    raise self.s.error(f"repetitions nest deeper than {MAX_GROUP_DEPTH}",
+                                       limit=True)
                 items.append(self.quantified(items.pop() if items else None))
-            elif _is_name_char(c):
+                continue
+            stacked = 0
+            if _is_name_char(c):
                 if self.rule_starts_here():
                     break
                 use = self.s.i

@@ -8,15 +8,17 @@ expression (:func:`inline`). Which engine runs it is chosen in one place,
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
-from typing import cast
+from typing import TypeVar, cast
 
 from tether.automata.regex_ast import Alternate, CharSet, Concat, Node, Repeat
 from tether.errors import CompileError, LimitExceeded
 from tether.grammar.ir import AnyOrder, Expr, Grammar, Ref, deep_recursion, nodes_in, refs_in
 
 MAX_INLINED_SIZE = 200_000  # syntax-tree nodes a grammar may grow to when inlined
+
+T = TypeVar("T", bound=Hashable)
 
 
 def check_grammar(grammar: Grammar) -> Grammar:
@@ -49,7 +51,7 @@ def check_grammar(grammar: Grammar) -> Grammar:
         warnings.warn(f"rules not reachable from {grammar.start!r}: "
                       + ", ".join(sorted(unreachable)), stacklevel=3)
     rules = {n: b for n, b in grammar.rules.items() if n in reachable}
-    productive = _productive(rules)
+    productive = _productive(rules, refs)
     for name in rules:
         if name not in productive:
             raise CompileError(f"rule {name!r} derives no string (every alternative needs "
@@ -238,15 +240,20 @@ def _renamed(expr: Expr, find: Callable[[str], str], plain: dict[int, int]) -> E
 
 
 def recursive_rules(grammar: Grammar) -> set[str]:
-    """The rules that can reach themselves through references (the rules of strongly
-    connected components with a cycle; Tarjan's algorithm, iteratively)."""
-    graph = {n: [r.name for r in refs_in(b) if r.name in grammar.rules]
-             for n, b in grammar.rules.items()}
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    out: set[str] = set()
+    """The rules that can reach themselves through references."""
+    return on_cycles({n: [r.name for r in refs_in(b) if r.name in grammar.rules]
+                      for n, b in grammar.rules.items()})
+
+
+def on_cycles(graph: Mapping[T, Sequence[T]]) -> set[T]:
+    """The nodes of ``graph`` (each node's successors, all of them nodes) that lie on a
+    cycle: those of strongly connected components with one (Tarjan's algorithm,
+    iteratively — linear in the graph, however long its paths)."""
+    index: dict[T, int] = {}
+    low: dict[T, int] = {}
+    on_stack: set[T] = set()
+    stack: list[T] = []
+    out: set[T] = set()
     for root in graph:
         if root in index:
             continue
@@ -324,15 +331,26 @@ def _reachable(start: str, refs: dict[str, list[Ref]]) -> set[str]:
     return seen
 
 
-def _productive(rules: dict[str, Expr]) -> set[str]:
+def _productive(rules: dict[str, Expr], refs: dict[str, list[Ref]]) -> set[str]:
+    """The rules that derive some string (``refs``: the references of each rule): a rule
+    is looked at again only when a rule it refers to turns out productive (a chain of
+    rules, each needing the next, takes one pass, not one per rule)."""
+    users: dict[str, set[str]] = {}
+    for name in rules:
+        for ref in refs[name]:
+            users.setdefault(ref.name, set()).add(name)
     productive: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, body in rules.items():
-            if name not in productive and _derives(body, productive):
-                productive.add(name)
-                changed = True
+    work = list(rules)
+    waiting = set(work)
+    while work:
+        name = work.pop()
+        waiting.discard(name)
+        if _derives(rules[name], productive):
+            productive.add(name)
+            for user in users.get(name, ()):
+                if user not in productive and user not in waiting:
+                    waiting.add(user)
+                    work.append(user)
     return productive
 
 
