@@ -101,8 +101,8 @@ class PushdownAutomaton(LazyAutomaton):
                  byte_classes: bool = True) -> None:
         grammar = without_direct_left_recursion(grammar)
         self.grammar = grammar
-        self._build_nfa(grammar)
-        self._nullable = _nullable_rules(self)
+        callers = self._build_nfa(grammar)
+        self._nullable = _nullable_rules(self, callers)
         self._check_groups()
         _refuse_left_recursion(self, grammar)
         # Bytes no edge tells apart share a class (fewer trie nodes to walk, narrower
@@ -184,7 +184,7 @@ class PushdownAutomaton(LazyAutomaton):
         self._group_ids.clear()  # (keyed by groups of the trees: looked up while building)
 
     # -- the NFA of all rules ------------------------------------------------------------
-    def _build_nfa(self, grammar: Grammar) -> None:
+    def _build_nfa(self, grammar: Grammar) -> dict[int, set[int]]:
         names = list(grammar.rules)
         self._rule_index = {n: i for i, n in enumerate(names)}
         builder = _RuleBuilder(self, grammar.source)
@@ -241,6 +241,7 @@ class PushdownAutomaton(LazyAutomaton):
         self._calls = {s: tuple(calls) for s, calls in self._calls.items()}
         self._static_nfa = self._n_nfa = len(self._edges)  # the grammar's own rules' states
         self._late_eps: dict[int, tuple[int, ...]] = {}  # a nullable group rule's start
+        return builder.callers
 
     # -- AnyOrder groups: rules built per reached state (module docstring) ---------------
     def _group_root(self, group: AnyOrder, owner: str) -> int:
@@ -1262,6 +1263,7 @@ class _RuleBuilder(NfaBuilder):
         self.pda = pda
         self.rule_index = pda._rule_index
         self.calls: dict[int, list[tuple[int, int]]] = {}
+        self.callers: dict[int, set[int]] = {}  # per rule: the rules whose bodies call it
         self.owner = ""  # the rule being built
 
     def too_large(self, why: str) -> LimitExceeded:
@@ -1277,6 +1279,7 @@ class _RuleBuilder(NfaBuilder):
                     else self.pda._group_root(node, self.owner))
             start, end = self.new(), self.new()
             self.calls.setdefault(start, []).append((rule, end))
+            self.callers.setdefault(rule, set()).add(self.rule_index[self.owner])
             return start, end
         return super().build(node)
 
@@ -1342,15 +1345,11 @@ def _split_head(alt: Expr) -> tuple[Expr | None, list[Expr]]:
     return items[0], items[1:]
 
 
-def _nullable_rules(pda: PushdownAutomaton) -> list[bool]:
+def _nullable_rules(pda: PushdownAutomaton, callers: dict[int, set[int]]) -> list[bool]:
     """Which rules derive the empty string (those of group states are known already): a
-    rule is looked at again only when a rule it calls turns out nullable."""
+    rule is looked at again only when a rule it calls (``callers``: the rules that call
+    each rule) turns out nullable."""
     nullable = list(pda._nullable)
-    callers: dict[int, set[int]] = {}
-    for s, calls in pda._calls.items():
-        caller = pda._block_rule[bisect_right(pda._block_first, s) - 1]
-        for rule, _ in calls:
-            callers.setdefault(rule, set()).add(caller)
     work = list(range(pda._n_static))
     waiting = set(work)
     while work:
