@@ -247,7 +247,10 @@ GRAMMAR_ALPHABET = " ()[]{}|*+?:;=\"'.\\/-_#<>~^$%0123456789aZz\nrootexpr"
 def grammar_surface(rng: random.Random) -> str:
     path = rng.choice(list(GRAMMAR_TEXTS))
     text = GRAMMAR_TEXTS[path]
-    if rng.random() < 0.9:
+    draw = rng.random()
+    if draw < 0.15:
+        text = amplify(rng, text)
+    elif draw < 0.9:
         text = mutate(rng, text, GRAMMAR_ALPHABET)
     syntax = path.suffix[1:]
     compiled = tether.compile(tether.Grammar(text, syntax=syntax), BYTES)
@@ -263,6 +266,16 @@ def grammar_surface(rng: random.Random) -> str:
                 raise Failure(f"lark grammar {path.name} (mutated) accepted {decoded!r}; "
                               "lark refuses it")
     return "accepted"
+
+
+def amplify(rng: random.Random, text: str) -> str:
+    """``text`` with a slice of it (1-12 characters) repeated hundreds to thousands of
+    times in place: deep nesting, stacked repetitions, long sequences and chains of
+    rules, which one-character edits never reach (before they were bounded, one such
+    input in fifteen overflowed Python's stack)."""
+    k = rng.randint(0, len(text))
+    piece = text[k:k + rng.randint(1, 12)] or "("
+    return text[:k] + piece * rng.randint(100, 3_000) + text[k:]
 
 
 # -- the sampling DSL ------------------------------------------------------------------------
