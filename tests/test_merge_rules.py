@@ -36,8 +36,8 @@ def test_aliases_and_copies_become_one_rule() -> None:
     assert merged.where["a"] == "/a"
 
 
-def test_rules_equal_once_their_references_are_merge_in_later_rounds() -> None:
-    # l1 and l2 differ only in v and w, which differ only in... nothing: v == w first
+def test_rules_equal_once_their_references_are_merged_merge_in_a_later_round() -> None:
+    # l1 and l2 differ only in naming v and w; v and w are the same: merged first, then l1, l2
     grammar = Grammar({
         "start": Alternate((Ref("l1"), Ref("l2"))),
         "l1": Concat((literal("["), Ref("v"), literal("]"))),
