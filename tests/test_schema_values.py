@@ -305,6 +305,25 @@ def test_random_string_schemas(low, extra, patterns, excluded, values, samples) 
             assert json.dumps(value) not in lang
 
 
+NAME_PIECES = ["a", "ab", "é", "😀", '"', "\\", "\n", "k"]
+
+
+@SETTINGS
+@given(st.lists(st.lists(st.sampled_from(NAME_PIECES), max_size=3).map("".join),
+                min_size=1, max_size=5),
+       st.lists(st.lists(st.sampled_from(NAME_PIECES), max_size=4).map("".join), max_size=30))
+def test_keys_other_than_names(names, samples) -> None:
+    """Any string but a few names (the keys an object does not declare, built straight
+    from the names' trie): every spelling of a name refused, of anything else accepted,
+    one deterministic automaton."""
+    node = json_string(excluded_values=names)
+    assert isinstance(node, Automaton) and _deterministic(node)
+    lang = Lang(node)
+    for value in [*names, *samples, *(n[:k] for n in names for k in range(len(n)))]:
+        for text in _spellings(value):
+            assert (text in lang) == (value not in names), (text, names)
+
+
 def test_string_encoding_policy() -> None:
     lang = Lang(json_string())
     assert '"a\\u00e9"' not in lang  # non-ASCII is written raw only

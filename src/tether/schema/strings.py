@@ -38,7 +38,6 @@ from numba import njit
 
 from tether.automata.boolean import (
     Dfa,
-    byte_run_edges,
     difference_dfa,
     intersect_dfa,
     is_empty,
@@ -176,14 +175,17 @@ def _json_string(min_length: int, max_length: int | None, patterns: tuple[str, .
     dfas = [_pattern_dfa(p, where) for p in patterns]
     if fmt_node is not None:
         dfas.append(_format_dfa(fmt, fmt_node, where))
-    dfa = dfas[0] if dfas else _DECODED.get(("any",), lambda: _frozen(to_dfa(ANY_STAR)))
-    for other in dfas[1:]:
-        dfa = intersect_dfa(dfa, other, location=where)
+    if dfas:
+        dfa = dfas[0]
+        for other in dfas[1:]:
+            dfa = intersect_dfa(dfa, other, location=where)
+        if excluded_values:
+            dfa = difference_dfa(dfa, _words_dfa(excluded_values), location=location)
+    else:  # any string (but some words: the keys an object does not declare)
+        dfa = _any_but_words(excluded_values) if excluded_values else _any_dfa()
     # L ∖ (E1 ∪ … ∪ En) as (L ∖ E1) ∖ … ∖ En: each excluded language is shared as it is
     for p in excluded_patterns:
         dfa = difference_dfa(dfa, _pattern_dfa(p, location), location=location)
-    if excluded_values:
-        dfa = difference_dfa(dfa, _words_dfa(excluded_values), location=location)
     for name, node in excluded_nodes.items():
         dfa = difference_dfa(dfa, _format_dfa(name, node, location), location=location)
     if counted and not dfa.is_empty():
@@ -246,6 +248,95 @@ def _frozen(dfa: Dfa) -> Dfa:
 # table cell, ≤ 16 MB.
 _DECODED: PieceCache[Dfa] = PieceCache("decoded_dfa", max_entries=512, max_weight=4_000_000,
                                        weight=lambda dfa: dfa.table.size)
+
+
+def _any_dfa() -> Dfa:
+    """The DFA of every decoded string (any UTF-8 text), shared."""
+    return _DECODED.get(("any",), lambda: _frozen(to_dfa(ANY_STAR)))
+
+
+def _any_but_words(words: Sequence[str]) -> Dfa:
+    """The DFA of every decoded string but ``words`` — the keys an object does not
+    declare, one set per schema, so its time is a compile's: the trie of the words'
+    UTF-8 read in step with the DFA of any text, in one compiled pass (the same language
+    as ``difference_dfa(_any_dfa(), _words_dfa(words))``, without building either
+    operand's product). Bytes a word holds get classes of their own."""
+    anything = _any_dfa()
+    data = b"".join(word.encode(errors="surrogatepass") for word in words)
+    offsets = np.cumsum([0, *(len(word.encode(errors="surrogatepass")) for word in words)])
+    own = np.zeros(256, dtype=np.int64)
+    own[np.frombuffer(data, dtype=np.uint8)] = 1
+    key = anything.class_of_byte * 257 + own * (np.arange(256) + 1)
+    _, representative, class_of_byte = np.unique(key, return_index=True, return_inverse=True)
+    table, accepting = _but_words_table(np.frombuffer(data, dtype=np.uint8), offsets,
+                                        representative, anything.table,
+                                        anything.class_of_byte, anything.accepting,
+                                        anything.start)
+    return Dfa(table, class_of_byte.astype(np.int64), accepting, 1)
+
+
+@njit(cache=True, nogil=True)
+def _but_words_table(data, offsets, representative, any_table, any_class, any_accepting,
+                     any_start):  # pragma: no cover - compiled
+    """The table and accepting states of :func:`_any_but_words`: ``data[offsets[i]:
+    offsets[i + 1]]`` is word ``i``, ``representative[c]`` a byte of class ``c``. A
+    state is a pair (trie node or -1 once off every word, state of the any-text DFA):
+    0 is dead, 1 the start."""
+    # the trie: node 0 the root; children as first child / next sibling lists
+    size = data.size + 1
+    byte_of = np.zeros(size, dtype=np.int64)
+    first_child = np.full(size, -1, dtype=np.int64)
+    sibling = np.full(size, -1, dtype=np.int64)
+    is_word = np.zeros(size, dtype=np.bool_)
+    n_nodes = 1
+    for w in range(offsets.size - 1):
+        node = 0
+        for i in range(offsets[w], offsets[w + 1]):
+            child = first_child[node]
+            while child != -1 and byte_of[child] != data[i]:
+                child = sibling[child]
+            if child == -1:
+                child = n_nodes
+                n_nodes += 1
+                byte_of[child] = data[i]
+                sibling[child] = first_child[node]
+                first_child[node] = child
+            node = child
+        is_word[node] = True
+    # the reachable pairs, breadth first (a trie node comes with one any-text state)
+    n_any = any_table.shape[0]
+    n_classes = representative.size
+    max_states = n_nodes + n_any + 1
+    ids = np.full((n_nodes + 1) * n_any, -1, dtype=np.int64)  # (node + 1) * n_any + u
+    pair_node = np.empty(max_states, dtype=np.int64)
+    pair_any = np.empty(max_states, dtype=np.int64)
+    table = np.zeros((max_states, n_classes), dtype=np.int32)
+    accepting = np.zeros(max_states, dtype=np.bool_)
+    pair_node[1], pair_any[1] = 0, any_start
+    ids[n_any + any_start] = 1
+    n = 2
+    s = 1
+    while s < n:
+        node, u = pair_node[s], pair_any[s]
+        accepting[s] = any_accepting[u] and not (node >= 0 and is_word[node])
+        for c in range(n_classes):
+            b = representative[c]
+            u2 = any_table[u, any_class[b]]
+            if u2 == 0:
+                continue
+            node2 = -1
+            if node >= 0:
+                node2 = first_child[node]
+                while node2 != -1 and byte_of[node2] != b:
+                    node2 = sibling[node2]
+            key = (node2 + 1) * n_any + u2
+            if ids[key] == -1:
+                ids[key] = n
+                pair_node[n], pair_any[n] = node2, u2
+                n += 1
+            table[s, c] = ids[key]
+        s += 1
+    return table[:n].copy(), accepting[:n].copy()
 
 
 def _words_dfa(words: Sequence[str]) -> Dfa:
@@ -641,11 +732,11 @@ def _escape_chains(sig_start, targets, words, short_bytes, short_letters, first_
     of each signature)."""
     n_sigs = sig_start.size - 1
     n_groups = targets.size
-    lowsets = np.zeros((n_groups, 8), dtype=np.int64)
+    lowsets = np.zeros((n_groups, 8), dtype=np.int64)  # 16 low nibbles per high one
     for g in range(n_groups):
-        for b in range(128):
-            if (words[g, b >> 6] >> np.uint64(b & 63)) & np.uint64(1):
-                lowsets[g, b >> 4] |= 1 << (b & 15)
+        for h in range(8):
+            lowsets[g, h] = np.int64((words[g, h >> 2] >> np.uint64(16 * (h & 3)))
+                                     & np.uint64(0xFFFF))
     # per (signature, high nibble): the first high nibble whose low nibbles go where its
     # own go (-1: none of its characters is escaped), and its chain state's number
     first = np.full((n_sigs, 8), -1, dtype=np.int64)
@@ -738,100 +829,208 @@ def _escape_chains(sig_start, targets, words, short_bytes, short_letters, first_
     return edges[:n], next_state, bases
 
 
-def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of ``rows`` in lexicographic order, as the index of the first row
-    equal to each, and the index of each row's among them (``np.unique(rows, axis=0,
-    return_index=True, return_inverse=True)``, without its cost)."""
-    if not len(rows):
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    order = np.lexsort(rows.T[::-1])  # (stable: equal rows keep their order)
-    ranked = rows[order]
-    new = np.ones(len(rows), dtype=bool)
-    new[1:] = (ranked[1:] != ranked[:-1]).any(axis=1)
-    inverse = np.empty(len(rows), dtype=np.int64)
-    inverse[order] = np.cumsum(new) - 1
-    return order[new], inverse
+@njit(cache=True, nogil=True)
+def _encoded_edges(table, class_of_byte, accepting, start, escaped, short_bytes,
+                   short_letters):  # pragma: no cover - compiled
+    """The edges of :func:`_encode_dfa` and its number of states. Raw characters: per
+    DFA state, one edge per maximal run of bytes to one live target (``escaped`` bytes
+    are dead). Quotes. Escapes: per state, its ASCII characters grouped by target
+    (groups by target, each a 128-bit set as two words) — its *signature*; states with
+    equal signatures share one chain (:func:`_escape_chains`), found by sorting the
+    signatures' hashes and comparing those equal, so the automaton stays deterministic
+    and small."""
+    n = table.shape[0]
+    # the byte runs of one class (escaped or not; none crosses 0x7F/0x80)
+    seg_lo = np.empty(257, dtype=np.int64)
+    seg_class = np.empty(256, dtype=np.int64)
+    n_segs = 0
+    for b in range(256):
+        c = -1 if escaped[b] else class_of_byte[b]
+        if b == 0 or b == 128 or c != seg_class[n_segs - 1]:
+            seg_lo[n_segs], seg_class[n_segs] = b, c
+            n_segs += 1
+    seg_lo[n_segs] = 256
+    n_ascii_segs = 0
+    while seg_lo[n_ascii_segs] < 128:
+        n_ascii_segs += 1
+    seg_words = np.zeros((n_segs, 2), dtype=np.uint64)
+    for k in range(n_ascii_segs):
+        for b in range(seg_lo[k], seg_lo[k + 1]):
+            seg_words[k, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    n_raw = 0
+    raw = np.empty((0, 4), dtype=np.int64)
+    for fill in range(2):  # count, then fill
+        if fill:
+            raw = np.empty((n_raw, 4), dtype=np.int64)
+            n_raw = 0
+        for s in range(1, n):
+            k = 0
+            while k < n_segs:
+                dst = 0 if seg_class[k] < 0 else table[s, seg_class[k]]
+                last = k
+                while last + 1 < n_segs and (0 if seg_class[last + 1] < 0
+                                             else table[s, seg_class[last + 1]]) == dst:
+                    last += 1
+                if dst != 0:
+                    if fill:
+                        raw[n_raw, 0], raw[n_raw, 1] = s + 1, seg_lo[k]
+                        raw[n_raw, 2], raw[n_raw, 3] = seg_lo[last + 1] - 1, dst + 1
+                    n_raw += 1
+                k = last + 1
+    n_accepting = 0
+    for s in range(1, n):
+        n_accepting += accepting[s]
+    quotes = np.empty((1 + n_accepting, 4), dtype=np.int64)
+    quotes[0, 0], quotes[0, 1], quotes[0, 2], quotes[0, 3] = 0, 0x22, 0x22, start + 1
+    k = 1
+    for s in range(1, n):
+        if accepting[s]:
+            quotes[k, 0], quotes[k, 1], quotes[k, 2], quotes[k, 3] = s + 1, 0x22, 0x22, 1
+            k += 1
+    # escape groups: per state (a source), its ASCII targets in increasing order, each
+    # with the characters escaped to it (every ASCII character, escaped ones included)
+    ascii_class = np.empty(128, dtype=np.int64)
+    for b in range(128):
+        ascii_class[b] = class_of_byte[b]
+    a_lo = np.empty(129, dtype=np.int64)
+    a_class = np.empty(128, dtype=np.int64)
+    n_a = 0
+    for b in range(128):
+        if b == 0 or ascii_class[b] != a_class[n_a - 1]:
+            a_lo[n_a], a_class[n_a] = b, ascii_class[b]
+            n_a += 1
+    a_lo[n_a] = 128
+    a_words = np.zeros((n_a, 2), dtype=np.uint64)
+    for k in range(n_a):
+        for b in range(a_lo[k], a_lo[k + 1]):
+            a_words[k, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    n_groups = 0
+    group_start = np.zeros(n + 1, dtype=np.int64)
+    targets = np.empty(128, dtype=np.int64)
+    words = np.zeros((128, 2), dtype=np.uint64)
+    g_target = np.empty(n * 4, dtype=np.int64)
+    g_words = np.zeros((n * 4, 2), dtype=np.uint64)
+    for s in range(1, n):
+        group_start[s] = n_groups
+        m = 0
+        for k in range(n_a):
+            t = table[s, a_class[k]]
+            if t == 0:
+                continue
+            j = 0
+            while j < m and targets[j] < t:
+                j += 1
+            if j == m or targets[j] != t:
+                for i in range(m, j, -1):
+                    targets[i] = targets[i - 1]
+                    words[i] = words[i - 1]
+                targets[j] = t
+                words[j, 0] = words[j, 1] = 0
+                m += 1
+            words[j, 0] |= a_words[k, 0]
+            words[j, 1] |= a_words[k, 1]
+        if n_groups + m > g_target.size:
+            grown = max(2 * g_target.size, n_groups + m)
+            g_target = np.concatenate((g_target[:n_groups],
+                                       np.empty(grown - n_groups, dtype=np.int64)))
+            g_words = np.concatenate((g_words[:n_groups],
+                                      np.zeros((grown - n_groups, 2), dtype=np.uint64)))
+        for j in range(m):
+            g_target[n_groups + j] = targets[j]
+            g_words[n_groups + j] = words[j]
+        n_groups += m
+    group_start[n] = n_groups
+    # signatures: sources with equal group lists share one
+    hashes = np.zeros(n, dtype=np.uint64)
+    for s in range(1, n):
+        h = np.uint64(14695981039346656037)
+        for g in range(group_start[s], group_start[s + 1]):
+            for x in (np.uint64(g_target[g]), g_words[g, 0], g_words[g, 1]):
+                h = (h ^ x) * np.uint64(1099511628211)
+        hashes[s] = h
+    order = np.argsort(hashes[1:], kind="mergesort") + 1
+    sig_of = np.full(n, -1, dtype=np.int64)
+    sig_source = np.empty(n, dtype=np.int64)
+    n_sigs = 0
+    run_first = 0  # the first signature of the current run of equal hashes
+    for i in range(order.size):
+        s = order[i]
+        a, b = group_start[s], group_start[s + 1]
+        if a == b:
+            continue
+        if n_sigs and hashes[sig_source[n_sigs - 1]] != hashes[s]:
+            run_first = n_sigs
+        for k in range(run_first, n_sigs):
+            r = sig_source[k]
+            c = group_start[r]
+            same = group_start[r + 1] - c == b - a
+            for g in range(b - a):
+                if not same:
+                    break
+                same = (g_target[c + g] == g_target[a + g]
+                        and g_words[c + g, 0] == g_words[a + g, 0]
+                        and g_words[c + g, 1] == g_words[a + g, 1])
+            if same:
+                sig_of[s] = k
+                break
+        if sig_of[s] == -1:
+            sig_of[s] = n_sigs
+            sig_source[n_sigs] = s
+            n_sigs += 1
+    sig_start = np.zeros(n_sigs + 1, dtype=np.int64)
+    for k in range(n_sigs):
+        r = sig_source[k]
+        sig_start[k + 1] = sig_start[k] + group_start[r + 1] - group_start[r]
+    sig_targets = np.empty(sig_start[n_sigs], dtype=np.int64)
+    sig_words = np.empty((sig_start[n_sigs], 2), dtype=np.uint64)
+    for k in range(n_sigs):
+        r = sig_source[k]
+        for g in range(sig_start[k + 1] - sig_start[k]):
+            sig_targets[sig_start[k] + g] = g_target[group_start[r] + g] + 1
+            sig_words[sig_start[k] + g] = g_words[group_start[r] + g]
+    chains, next_state, backslash_to = _escape_chains(sig_start, sig_targets, sig_words,
+                                                      short_bytes, short_letters, n + 1)
+    n_sources = 0
+    for s in range(1, n):
+        n_sources += sig_of[s] >= 0
+    backslashes = np.empty((n_sources, 4), dtype=np.int64)
+    k = 0
+    for s in range(1, n):
+        if sig_of[s] >= 0:
+            backslashes[k, 0], backslashes[k, 1] = s + 1, 0x5C
+            backslashes[k, 2], backslashes[k, 3] = 0x5C, backslash_to[sig_of[s]]
+            k += 1
+    edges = np.concatenate((raw, quotes, backslashes, chains)).astype(np.int32)
+    return edges, next_state
 
 
-def _signatures(g_src: np.ndarray, g_tgt: np.ndarray, words: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The escape signatures of the source states of escape groups (``g_src[i]`` escapes
-    the characters of ``words[i]`` to ``g_tgt[i]``; by source, then target): a
-    signature is all of a source's groups, so one chain serves a source and the
-    automaton stays deterministic; sources with the same groups share it. Returns the
-    sources (distinct), each one's signature, and the signatures as groups
-    (``sig_groups[sig_start[k]:sig_start[k + 1]]``, indices into the groups)."""
-    if not len(g_src):
-        return (g_src, np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64),
-                np.zeros(0, dtype=np.int64))
-    _, key_of_group = _unique_rows(np.column_stack([g_tgt.astype(np.uint64), words]))
-    firsts = np.concatenate(([0], np.flatnonzero(g_src[1:] != g_src[:-1]) + 1))
-    counts = np.diff(firsts, append=len(g_src))
-    # each source's group keys as a row (padded with -1): equal rows, one signature
-    source_of_group = np.repeat(np.arange(len(firsts)), counts)
-    rows = np.full((len(firsts), int(counts.max())), -1, dtype=np.int64)
-    rows[source_of_group, np.arange(len(g_src)) - firsts[source_of_group]] = key_of_group
-    first_source, sig_of_source = _unique_rows(rows)
-    sizes = counts[first_source]
-    sig_start = np.concatenate(([0], np.cumsum(sizes)))
-    sig_groups = np.repeat(firsts[first_source] - sig_start[:-1], sizes) + np.arange(sig_start[-1])
-    return g_src[firsts], sig_of_source, sig_start, sig_groups
+_ESCAPED = np.zeros(256, dtype=np.bool_)
+for _lo, _hi in _MUST_ESCAPE:
+    _ESCAPED[_lo:_hi + 1] = True
 
 
 def _encode_dfa(dfa: Dfa, location: str) -> Automaton:
     """The quoted JSON encodings of ``L(dfa)`` (a byte DFA over the decoded UTF-8):
     state 0 is before the opening quote, 1 after the closing one, DFA state ``s`` is
-    ``s + 1``; escapes get small chains, one per escape signature (:func:`_signatures`),
-    so the automaton is deterministic."""
-    n, n_cls = dfa.table.shape
-    cls = dfa.class_of_byte
-    # raw characters: bytes that must be escaped go to an extra, all-dead class
-    raw_cls = cls.copy()
-    for lo, hi in _MUST_ESCAPE:
-        raw_cls[lo:hi + 1] = n_cls
-    rows = np.concatenate([dfa.table[1:], np.zeros((n - 1, 1), dtype=dfa.table.dtype)], axis=1)
-    raw = byte_run_edges(rows, raw_cls, first_state=2).astype(np.int64)
-    raw[:, 3] += 1
-    quotes = [[0, 0x22, 0x22, dfa.start + 1]]
-    quotes += [[s + 1, 0x22, 0x22, 1] for s in np.nonzero(dfa.accepting)[0].tolist()]
-    # escapes: group the ASCII moves of every state by target (by byte class: the
-    # characters of a class, as two 64-bit words, are OR-ed together)
-    ascii_classes, ascii_cls = np.unique(cls[:128], return_inverse=True)
-    class_words = np.zeros((len(ascii_classes), 2), dtype=np.uint64)
-    byte = np.arange(128)
-    np.bitwise_or.at(class_words, (ascii_cls.reshape(-1), byte >> 6),
-                     np.left_shift(np.uint64(1), (byte & 63).astype(np.uint64)))
-    ascii_targets = dfa.table[1:, ascii_classes]
-    src, col = np.nonzero(ascii_targets)
-    tgt = ascii_targets[src, col]
-    order = np.lexsort((tgt, src))
-    src, col, tgt = src[order], col[order], tgt[order]
-    new_group = np.ones(len(src), dtype=bool)
-    new_group[1:] = (src[1:] != src[:-1]) | (tgt[1:] != tgt[:-1])
-    starts = np.nonzero(new_group)[0]
-    words = np.bitwise_or.reduceat(class_words[col], starts, axis=0) if len(src) \
-        else np.zeros((0, 2), dtype=np.uint64)
-    g_src, g_tgt = src[new_group], tgt[new_group]
-    sources, sig_of_source, sig_start, sig_groups = _signatures(g_src, g_tgt, words)
-    chains, next_state, backslash_to = _escape_chains(
-        sig_start, g_tgt[sig_groups].astype(np.int64) + 1, words[sig_groups].copy(),
-        _SHORT_BYTES, _SHORT_LETTERS, n + 1)
-    if next_state > MAX_STRING_STATES:
-        raise LimitExceeded(f"the string's automaton needs {next_state} states (more than "
+    ``s + 1``; escapes get small chains, one per escape signature (see
+    :func:`_encoded_edges`), so the automaton is deterministic."""
+    # (writable arrays, copied if shared: numba compiles a kernel apart per mix of
+    # read-only and writable arguments)
+    table, class_of_byte, accepting = (np.require(a, requirements=("C", "W")) for a in (
+        dfa.table, dfa.class_of_byte, dfa.accepting))
+    edges, n_states = _encoded_edges(table, class_of_byte, accepting, dfa.start, _ESCAPED,
+                                     _SHORT_BYTES, _SHORT_LETTERS)
+    if n_states > MAX_STRING_STATES:
+        raise LimitExceeded(f"the string's automaton needs {n_states} states (more than "
                             f"{MAX_STRING_STATES})", location=location)
-    backslashes = np.column_stack([sources + 2, np.full(len(sources), 0x5C),
-                                   np.full(len(sources), 0x5C), backslash_to[sig_of_source]])
-    edges = np.concatenate([raw, np.array(quotes, dtype=np.int64).reshape(-1, 4),
-                            backslashes.astype(np.int64), chains]).astype(np.int32)
     edges.flags.writeable = False
-    return Automaton(next_state, edges, 0, (1,), location)
+    return Automaton(n_states, edges, 0, (1,), location)
 
 
 def _warm_up() -> None:
-    """Load the compiled kernel now, not inside the first compile that needs it (see
+    """Load the compiled kernels now, not inside the first compile that needs them (see
     :func:`tether.engine.token_masks._warm_up`)."""
-    _escape_chains(np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64),
-                   np.zeros((0, 2), dtype=np.uint64), _SHORT_BYTES, _SHORT_LETTERS, 2)
+    _encode_dfa(_any_but_words(("a",)), "")
 
 
 _warm_up()
