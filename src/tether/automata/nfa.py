@@ -187,8 +187,10 @@ class NfaBuilder:
             raise self.too_large("a pre-built automaton is too large")
         template = _copy_template(node)
         n = template.moves.accepting.size
-        moves = list(zip(template.lo, template.hi, (template.moves.target + base).tolist(),
-                         strict=True))
+        # (as tuples: no move is added to a copied state, and the pushdown engine keeps
+        # tuples)
+        moves = tuple(zip(template.lo, template.hi, (template.moves.target + base).tolist(),
+                          strict=True))
         bounds = template.bounds
         self.edges.extend([moves[a:b] for a, b in zip(bounds, bounds[1:], strict=False)])
         self.edges.append([])
@@ -241,27 +243,62 @@ def _copy_template(node: Automaton) -> _CopyTemplate:
 
 
 def _build_copy_template(node: Automaton) -> _CopyTemplate:
-    edges = node.edges.astype(np.int64)
-    accepting = np.asarray(node.accepting, dtype=np.int64)
-    alive = coreachable(node.n_states, edges[:, 0], edges[:, 3], accepting)
-    if alive[node.start]:
-        edges = edges[alive[edges[:, 0]] & alive[edges[:, 3]]]
-    else:  # the empty language: the start alone, a dead end (no move at all)
-        alive[:] = False
-        alive[node.start] = True
-        edges = edges[:0]
-    new_id = np.cumsum(alive) - 1
-    edges = edges[np.lexsort((edges[:, 1], edges[:, 0]))]  # by state, then first byte
-    n = int(alive.sum())
-    ends = np.cumsum(np.bincount(new_id[edges[:, 0]], minlength=n))
-    accepted = new_id[accepting[alive[accepting]]]
-    accepts = np.zeros(n, dtype=np.bool_)
+    alive, start, lo, hi, target, accepted = _template_arrays(
+        node.n_states, node.edges.astype(np.int64), node.start,
+        np.asarray(node.accepting, dtype=np.int64))
+    accepts = np.zeros(start.size - 1, dtype=np.bool_)
     accepts[accepted] = True
-    moves = CopiedMoves(np.concatenate([[0], ends]), edges[:, 1].copy(), edges[:, 2].copy(),
-                        new_id[edges[:, 3]], accepts)
-    return _CopyTemplate(np.flatnonzero(alive), moves, moves.lo.tolist(), moves.hi.tolist(),
-                         moves.start.tolist(), int(new_id[node.start]),
+    moves = CopiedMoves(start, lo, hi, target, accepts)
+    return _CopyTemplate(np.flatnonzero(alive), moves, lo.tolist(), hi.tolist(),
+                         start.tolist(), int(np.cumsum(alive)[node.start] - 1),
                          accepted.tolist())
+
+
+@njit(cache=True, nogil=True)
+def _template_arrays(n, edges, start, accepting):  # pragma: no cover - compiled
+    """What :func:`_build_copy_template` takes, in one pass: the states that reach an
+    accepting one (the start alone, reading nothing, when it does not), renumbered in
+    order; their moves by state, then first byte (stably); where each state's moves
+    begin; the accepting states kept, renumbered (in the order of ``accepting``)."""
+    alive = coreachable(n, edges[:, 0], edges[:, 3], accepting)
+    empty = not alive[start]
+    if empty:  # the empty language: the start alone, a dead end (no move at all)
+        alive[:] = False
+        alive[start] = True
+    new_id = np.cumsum(alive) - 1
+    n_alive = new_id[n - 1] + 1
+    first = np.zeros(n_alive + 1, dtype=np.int64)  # kept moves counted by state
+    n_edges = edges.shape[0]
+    if not empty:
+        for i in range(n_edges):
+            if alive[edges[i, 0]] and alive[edges[i, 3]]:
+                first[new_id[edges[i, 0]] + 1] += 1
+    for q in range(n_alive):
+        first[q + 1] += first[q]
+    lo = np.empty(first[n_alive], dtype=np.int64)
+    hi = np.empty(first[n_alive], dtype=np.int64)
+    target = np.empty(first[n_alive], dtype=np.int64)
+    fill = first[:-1].copy()
+    if not empty:
+        for i in range(n_edges):  # by state, in their order, then by first byte (stably)
+            if alive[edges[i, 0]] and alive[edges[i, 3]]:
+                q = new_id[edges[i, 0]]
+                k = fill[q]
+                fill[q] += 1
+                while k > first[q] and lo[k - 1] > edges[i, 1]:
+                    lo[k], hi[k], target[k] = lo[k - 1], hi[k - 1], target[k - 1]
+                    k -= 1
+                lo[k], hi[k], target[k] = edges[i, 1], edges[i, 2], new_id[edges[i, 3]]
+    n_accepted = 0
+    for a in accepting:
+        n_accepted += alive[a]
+    accepted = np.empty(n_accepted, dtype=np.int64)
+    k = 0
+    for a in accepting:
+        if alive[a]:
+            accepted[k] = new_id[a]
+            k += 1
+    return alive, first, lo, hi, target, accepted
 
 
 @lru_cache(maxsize=1024)
@@ -429,6 +466,7 @@ def _warm_up() -> None:
     columns = np.zeros((2, 4), dtype=np.int64)
     coreachable(1, none, none, none)
     coreachable(1, columns[:, 0], columns[:, 3], none)
+    _template_arrays(1, columns[:0], 0, none)
 
 
 _warm_up()
