@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import weakref
+from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
@@ -62,9 +64,92 @@ class MoveLists(list):
     fragment (Thompson's construction, embedded automata trimmed first): in it a state
     that cannot reach an end can reach a state with no move at all, so when no state
     but the ends is such a dead end, every state is alive and :func:`trim_moves` has
-    nothing to remove."""
+    nothing to remove. With ``copies`` (the pushdown engine's builder), a copied
+    automaton's states have no list yet (see :class:`LazyCopies`)."""
 
-    __slots__ = ()
+    __slots__ = ("copies",)
+
+    def __init__(self, copies: LazyCopies | None = None) -> None:
+        super().__init__()
+        self.copies = copies
+
+
+class LazyCopies:
+    """Automata copied into an NFA whose states get their moves only when asked for: in
+    the move lists such a state's entry is None (it has moves: a state without any is
+    ``()`` at once) until :meth:`moves` makes its tuple. Most states of a key automaton
+    are only ever read by compiled walks of the template, so a compile need not spell
+    out thousands of moves (nor the garbage collector visit them)."""
+
+    def __init__(self) -> None:
+        self._templates: dict[int, _CopyTemplate] = {}  # by the copy's first state
+        self._firsts: list[int] = []  # the copies' first states, increasing
+        self._digests: dict[int, bytes] = {}  # by the copy's first state: copies_in
+
+    def add(self, edges: list, template: _CopyTemplate) -> None:
+        """Append to ``edges`` the states of ``template``'s copy (numbered from the next
+        free one), their moves not made."""
+        first = len(edges)
+        bounds = template.bounds
+        edges.extend([None if a < b else () for a, b in zip(bounds, bounds[1:], strict=False)])
+        self._templates[first] = template
+        self._firsts.append(first)
+
+    def moves(self, s: int) -> tuple[tuple[int, int, int], ...]:
+        """The moves of state ``s`` of a copy."""
+        first = self._firsts[bisect_right(self._firsts, s) - 1]
+        template = self._templates[first]
+        a, b = template.bounds[s - first], template.bounds[s - first + 1]
+        return tuple(zip(template.lo[a:b], template.hi[a:b],
+                         [t + first for t in template.target[a:b]], strict=True))
+
+    def spell_out(self, edges: list) -> None:
+        """Make the moves of every state of ``edges`` that has none made yet."""
+        for first in self._firsts:
+            template = self._templates[first]
+            n = len(template.bounds) - 1
+            if None in edges[first:first + n]:
+                edges[first:first + n] = _copied(template, first, 0, n)
+
+    def n_moves(self, edges: Sequence) -> int:
+        """How many moves the states of ``edges`` have (those not made yet included)."""
+        n = sum(map(len, filter(None, edges)))
+        for first, template in self._templates.items():
+            bounds = template.bounds
+            n += sum(bounds[k + 1] - bounds[k] for k in range(len(bounds) - 1)
+                     if edges[first + k] is None)
+        return n
+
+    def copies_in(self, lo: int, hi: int) -> list[tuple[int, int, bytes]]:
+        """The copies whose states lie in ``lo..hi - 1``: their first state, number of
+        states and a digest of their moves (numbered from 0) — what digests a block of
+        states without making the copied states' moves."""
+        out: list[tuple[int, int, bytes]] = []
+        at = bisect_right(self._firsts, lo - 1)
+        if at == len(self._firsts) or self._firsts[at] >= hi:
+            return out
+        for first in self._firsts[at:]:
+            if first >= hi:
+                break
+            template = self._templates[first]
+            digest = self._digests.get(first)
+            if digest is None:
+                moves = template.moves
+                digest = self._digests[first] = hashlib.blake2b(
+                    b"".join(a.tobytes() for a in (moves.start, moves.lo, moves.hi,
+                                                   moves.target)), digest_size=16).digest()
+            out.append((first, len(template.bounds) - 1, digest))
+        return out
+
+
+def _copied(template: _CopyTemplate, first: int, a: int, b: int
+            ) -> list[tuple[tuple[int, int, int], ...]]:
+    """The moves of states ``a..b - 1`` of ``template`` copied from state ``first`` on."""
+    bounds = template.bounds
+    lo, hi = bounds[a], bounds[b]
+    moves = tuple(zip(template.lo[lo:hi], template.hi[lo:hi],
+                      [t + first for t in template.target[lo:hi]], strict=True))
+    return [moves[x - lo:y - lo] for x, y in zip(bounds[a:b], bounds[a + 1:b + 1], strict=True)]
 
 
 class CopiedMoves(NamedTuple):
@@ -187,12 +272,11 @@ class NfaBuilder:
             raise self.too_large("a pre-built automaton is too large")
         template = _copy_template(node)
         n = template.moves.accepting.size
-        # (as tuples: no move is added to a copied state, and the pushdown engine keeps
-        # tuples)
-        moves = tuple(zip(template.lo, template.hi, (template.moves.target + base).tolist(),
-                          strict=True))
-        bounds = template.bounds
-        self.edges.extend([moves[a:b] for a, b in zip(bounds, bounds[1:], strict=False)])
+        copies = getattr(self.edges, "copies", None)
+        if copies is not None:
+            copies.add(self.edges, template)
+        else:  # (as tuples: no move is added to a copied state)
+            self.edges.extend(_copied(template, base, 0, n))
         self.edges.append([])
         self.eps.extend([[] for _ in range(n + 1)])
         end = base + n
@@ -225,6 +309,7 @@ class _CopyTemplate(NamedTuple):
     moves: CopiedMoves
     lo: list[int]
     hi: list[int]
+    target: list[int]
     bounds: list[int]
     start: int
     accepted: list[int]
@@ -250,7 +335,7 @@ def _build_copy_template(node: Automaton) -> _CopyTemplate:
     accepts[accepted] = True
     moves = CopiedMoves(start, lo, hi, target, accepts)
     return _CopyTemplate(np.flatnonzero(alive), moves, lo.tolist(), hi.tolist(),
-                         start.tolist(), int(np.cumsum(alive)[node.start] - 1),
+                         target.tolist(), start.tolist(), int(np.cumsum(alive)[node.start] - 1),
                          accepted.tolist())
 
 
@@ -390,12 +475,15 @@ def trim_moves(edges: list[list[tuple[int, int, int]]], eps: list[list[int]],
     dead ends decides first whether there is anything to remove.)"""
     calls = {} if calls is None else calls
     n = len(edges)
-    if isinstance(edges, MoveLists):
+    if isinstance(edges, MoveLists):  # (a lazy copy's state, None, has moves)
         end_set = set(ends)
         dead_ends = [s for s, e, p in zip(range(n), edges, eps, strict=True)
-                     if not e and not p and s not in calls and s not in end_set]
+                     if e is not None and not e and not p and s not in calls
+                     and s not in end_set]
         if not dead_ends:
             return [True] * n
+        if edges.copies is not None:
+            edges.copies.spell_out(edges)
     reverse: list[list[int]] = [[] for _ in range(n)]
     for s in range(n):
         for _, _, t in edges[s]:

@@ -66,7 +66,7 @@ import numpy as np
 
 from tether.automata.dfa import DEAD, UNKNOWN, LazyAutomaton, epsilon_closure, segments
 from tether.automata.dfa import byte_classes as partition_bytes
-from tether.automata.nfa import CopiedMoves, NfaBuilder, trim_moves
+from tether.automata.nfa import CopiedMoves, LazyCopies, MoveLists, NfaBuilder, trim_moves
 from tether.automata.regex_ast import Alternate, Automaton, Concat, Repeat
 from tether.automata.shortest import INF, Spelling, Witnesses, distances_to_end
 from tether.errors import CompileError, LimitExceeded
@@ -110,7 +110,7 @@ class PushdownAutomaton(LazyAutomaton):
         # automaton shares — no class trie to build, which is what a constraint compiled
         # once per request (a JSON Schema) wants.
         if byte_classes:
-            class_of_byte, n_classes = partition_bytes(self._edges)
+            class_of_byte, n_classes = partition_bytes(self._all_moves())
             self._edges = tuple(tuple([(int(class_of_byte[lo]), int(class_of_byte[hi]), t)
                                        for lo, hi, t in edges]) for edges in self._edges)
             by_class = class_of_byte.astype(np.int64)
@@ -166,7 +166,7 @@ class PushdownAutomaton(LazyAutomaton):
         self._alone: dict[int, int] = {}  # per item set: moves_alone
         self.pops = np.zeros(self.accepting.size, dtype=bool)
         # Shortest completions (see completion_bytes), computed on first use.
-        self.structure_bytes = STRUCTURE_BYTES_PER_EDGE * sum(map(len, self._edges))
+        self.structure_bytes = STRUCTURE_BYTES_PER_EDGE * self._copies.n_moves(self._edges)
         self._nfa_distances: np.ndarray | None = None
         self._group_costs: dict[int, int] = {}  # per group rule, once distances settled
         self._late_distances: dict[int, int] = {}  # NFA states of group rules built later
@@ -226,6 +226,7 @@ class PushdownAutomaton(LazyAutomaton):
                     if first in builder.copied_states:
                         self._excepting_rules[k] = (body, builder.copied_states[first])
         self._edges = builder.edges
+        self._copies = builder.edges.copies
         self._eps = builder.eps
         self._calls = builder.calls
         self._accept_states = set(self._rule_accept[:n])
@@ -236,7 +237,11 @@ class PushdownAutomaton(LazyAutomaton):
         # scanned at every collection of their generation (a full one: ~0.5 us an object,
         # 40-150 ms inside a mask with a few dozen grammars compiled). States of group
         # rules, numbered later, read no byte; their one epsilon move is in _late_eps.
-        self._edges = tuple(tuple(moves) for moves in self._edges)
+        # A copied automaton's states get their moves when first asked for (None here,
+        # kept in _made: see LazyCopies).
+        self._edges = tuple(tuple(moves) if type(moves) is list else moves
+                            for moves in self._edges)
+        self._made: dict[int, tuple[tuple[int, int, int], ...]] = {}
         self._eps = tuple(tuple(targets) for targets in self._eps)
         self._calls = {s: tuple(calls) for s, calls in self._calls.items()}
         self._static_nfa = self._n_nfa = len(self._edges)  # the grammar's own rules' states
@@ -356,8 +361,9 @@ class PushdownAutomaton(LazyAutomaton):
         memo = self._closure_memo.get(nfa_state)
         if memo is None:
             if nfa_state < self._static_nfa:  # (static states move to static states only)
-                reached = epsilon_closure(self._eps, nfa_state, lambda s: bool(
-                    self._edges[s]) or s in self._calls or s in self._accept_states)
+                edges, calls, accept = self._edges, self._calls, self._accept_states
+                reached = epsilon_closure(self._eps, nfa_state, lambda s: (
+                    (moves := edges[s]) is None or bool(moves) or s in calls or s in accept))
             else:  # a group rule's: calls, its end, and its start's move to the end
                 reached = {s for s in (nfa_state, *self._late_eps.get(nfa_state, ()))
                            if s in self._calls or s in self._accept_states}
@@ -378,7 +384,7 @@ class PushdownAutomaton(LazyAutomaton):
         self._item_base.append(iid)
         accepts = not self._accept_states.isdisjoint(states)
         self._item_accepts.append(accepts)
-        self._item_final.append(accepts and not any(self._edges_of(s) or s in self._calls
+        self._item_final.append(accepts and not any(self._reads(s) or s in self._calls
                                                     for s in states))
         return iid
 
@@ -687,7 +693,7 @@ class PushdownAutomaton(LazyAutomaton):
         grammar's rules, computed once; group rules built later, on demand)."""
         if self._nfa_distances is None:
             self._nfa_distances = distances_to_end(
-                self._edges, self._eps, list(self._accept_states), calls=self._calls,
+                self._all_moves(), self._eps, list(self._accept_states), calls=self._calls,
                 rule_start=lambda rule: self._rule_start[rule] if rule < self._n_static else -1,
                 priced=self._call_cost, n=self._static_nfa)
         if s < self._static_nfa:
@@ -704,7 +710,16 @@ class PushdownAutomaton(LazyAutomaton):
         return hit
 
     def _byte_moves(self) -> Iterable[Iterable[tuple[int, int, int]]]:
-        return self._edges  # group rules add calls only
+        return self._all_moves()  # group rules add calls only
+
+    def _all_moves(self) -> Sequence[tuple[tuple[int, int, int], ...]]:
+        """The byte moves of every state of the grammar's rules (all made now)."""
+        if None in self._edges:
+            edges = list(self._edges)
+            self._copies.spell_out(edges)
+            self._edges = tuple(edges)
+            self._made.clear()
+        return self._edges
 
     def item_origin(self, item: int) -> int:
         """The NFA state of ``item`` nearest its rule's end (-1: ``item`` is empty)."""
@@ -726,7 +741,21 @@ class PushdownAutomaton(LazyAutomaton):
 
     def _edges_of(self, s: int) -> tuple[tuple[int, int, int], ...]:
         """The byte moves of NFA state ``s`` (none for a group rule's)."""
-        return self._edges[s] if s < self._static_nfa else ()
+        if s >= self._static_nfa:
+            return ()
+        moves = self._edges[s]
+        if moves is None:  # a copied automaton's state: made on first use
+            moves = self._made.get(s)
+            if moves is None:
+                moves = self._made[s] = self._copies.moves(s)
+        return moves
+
+    def _reads(self, s: int) -> bool:
+        """Whether NFA state ``s`` has byte moves (without making a copied state's)."""
+        if s >= self._static_nfa:
+            return False
+        moves = self._edges[s]
+        return moves is None or bool(moves)
 
     def _eps_of(self, s: int) -> tuple[int, ...]:
         """The epsilon moves of NFA state ``s``."""
@@ -906,7 +935,7 @@ class PushdownAutomaton(LazyAutomaton):
         nothing and may not end at once; its moves lead where those of ``item`` do)."""
         hit = self._alone.get(item)
         if hit is None:
-            reading = tuple(s for s in self._items[item] if self._edges_of(s))
+            reading = tuple(s for s in self._items[item] if self._reads(s))
             hit = self._alone[item] = self.guarded(self._item(reading),
                                                    self._item_guard[item])
         return hit
@@ -966,7 +995,7 @@ class PushdownAutomaton(LazyAutomaton):
         (``s``: not a step)."""
         edges, eps, calls, accept = self._edges, self._eps, self._calls, self._accept_states
         while len(classes) < MAX_CHAIN and s < self._static_nfa:
-            moves = edges[s]
+            moves = edges[s] if edges[s] is not None else self._edges_of(s)
             if len(moves) != 1 or moves[0][0] != moves[0][1] or s in calls or s in accept:
                 break
             classes.append(moves[0][0])
@@ -990,15 +1019,29 @@ class PushdownAutomaton(LazyAutomaton):
                                    digest_size=16).digest()
         if self._block_calls(block) or end > self._static_nfa:  # (a group rule's block)
             return None
-        # (flattened by iterators in C: a bounded number's rule has ~5,000 states)
-        edges, eps = self._edges[first:end], self._eps[first:end]
+        # A copied automaton's states by its template's digest, whether their moves are
+        # made yet or not; the other states by their moves (flattened by iterators in C:
+        # a bounded number's rule has ~5,000 states).
+        copies = self._copies.copies_in(first, end)
+        if copies:
+            plain, at = [], first
+            for copy_first, n, _ in copies:
+                plain.append(self._edges[at:copy_first])
+                at = copy_first + n
+            plain.append(self._edges[at:end])
+            edges = list(chain.from_iterable(plain))
+        else:
+            edges = self._edges[first:end]
+        eps = self._eps[first:end]
         sizes = np.fromiter(chain(map(len, edges), map(len, eps)), dtype=np.int64,
-                            count=2 * (end - first))
+                            count=len(edges) + end - first)
         moves = np.fromiter(chain.from_iterable(chain.from_iterable(edges)), dtype=np.int64)
         moves[2::3] -= first
         targets = np.fromiter(chain.from_iterable(eps), dtype=np.int64) - first
-        head = np.array([end - first, self._rule_accept[rule] - first], dtype=np.int64)
-        return hashlib.blake2b(b"".join(a.tobytes() for a in (head, sizes, moves, targets)),
+        head = np.array([end - first, self._rule_accept[rule] - first,
+                         *(x for c, n, _ in copies for x in (c - first, n))], dtype=np.int64)
+        return hashlib.blake2b(b"".join([a.tobytes() for a in (head, sizes, moves, targets)]
+                                        + [digest for _, _, digest in copies]),
                                digest_size=16).digest()
 
     # -- rules matched longest ------------------------------------------------------------
@@ -1260,6 +1303,7 @@ class _RuleBuilder(NfaBuilder):
 
     def __init__(self, pda: PushdownAutomaton, source: str | None) -> None:
         super().__init__(MAX_NFA_STATES, source)
+        self.edges = MoveLists(LazyCopies())  # (copied automata's moves made on demand)
         self.pda = pda
         self.rule_index = pda._rule_index
         self.calls: dict[int, list[tuple[int, int]]] = {}
