@@ -91,6 +91,23 @@ def test_deep_schema_file_in_the_cli(tmp_path, capsys) -> None:
     assert "nests deeper than" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("text, pointer", [
+    ('{"properties": {"\\ud800": {"type": "string"}}}', "/properties/\\ud800"),
+    ('{"enum": ["ok", "a\\udfff"]}', "/enum/1"),
+])
+def test_lone_surrogates_are_refused_at_their_pointer(text: str, pointer: str, tmp_path,
+                                                      capsys) -> None:
+    """JSON's "\\ud800" escape reads as a lone surrogate, which no UTF-8 text holds: a
+    compile error at its place, not a UnicodeEncodeError from deep inside a compile."""
+    with pytest.raises(tether.CompileError) as e:
+        tether.JsonSchema(text)
+    assert e.value.location == pointer and "lone surrogate" in e.value.message
+    path = tmp_path / "schema.json"
+    path.write_text(text)
+    assert main(["check", "--schema", str(path), "--text", "{}"]) == 2
+    assert "lone surrogate" in capsys.readouterr().err
+
+
 def test_deeply_nested_regex_groups_are_a_limit_at_their_column(capsys) -> None:
     pattern = "(" * 300 + "a" + ")" * 300
     with pytest.raises(tether.LimitExceeded) as e:

@@ -3,7 +3,9 @@ bounded before Python's recursive ``json`` module or any recursive pass sees the
 
 A document nested deeper than :data:`MAX_NESTING` arrays/objects is a
 :class:`~tether.errors.LimitExceeded` naming where it gets too deep (a JSON pointer for a
-Python value, ``line:column`` for text) — never a ``RecursionError``.
+Python value, ``line:column`` for text) — never a ``RecursionError``. A string (value or
+key) with a lone surrogate (JSON's ``"\ud800"`` escape reads as one), which no UTF-8
+text holds, is a :class:`~tether.errors.CompileError` at its pointer.
 """
 
 from __future__ import annotations
@@ -32,12 +34,18 @@ def parse(text: str, what: str) -> Any:
     return value
 
 
-def check_nesting(value: Any, what: str) -> None:
-    """Raise :class:`LimitExceeded` at the first place ``value`` nests too deep
-    (iterative: works on values of any depth)."""
+def check_document(value: Any, what: str) -> None:
+    """Raise :class:`LimitExceeded` at the first place ``value`` nests too deep, and
+    :class:`CompileError` at a string UTF-8 cannot encode (iterative: works on values of
+    any depth)."""
     stack: list[tuple[Any, str, int]] = [(value, "", 0)]
     while stack:
         node, pointer, depth = stack.pop()
+        if isinstance(node, str):
+            _check_text(node, what, pointer)
+        elif isinstance(node, dict):
+            for key in node:
+                _check_text(str(key), what, f"{pointer}/{_escape(str(key))}")
         if isinstance(node, dict | list):
             if depth >= MAX_NESTING:
                 raise LimitExceeded(f"{what} nests deeper than {MAX_NESTING} arrays/objects",
@@ -48,7 +56,7 @@ def check_nesting(value: Any, what: str) -> None:
 
 def dump(value: Any, what: str) -> str:
     """``value`` as compact JSON text (bounded nesting, no NaN/Infinity)."""
-    check_nesting(value, what)
+    check_document(value, what)
     try:
         return json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as e:
@@ -68,6 +76,18 @@ def _check_text_nesting(text: str, what: str) -> None:
                                     location=f"{line}:{column}")
         elif token in "]}":
             depth -= 1
+
+
+def _check_text(text: str, what: str, pointer: str) -> None:
+    if text.isascii():
+        return
+    try:
+        text.encode()
+    except UnicodeEncodeError as e:
+        raise CompileError(f"{what} holds a string with a lone surrogate "
+                           f"(U+{ord(text[e.start]):04X}), which no UTF-8 text holds",
+                           location=pointer.encode(errors="backslashreplace").decode()
+                           ) from None
 
 
 def _escape(key: str) -> str:
