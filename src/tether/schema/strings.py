@@ -262,8 +262,9 @@ def _any_but_words(words: Sequence[str]) -> Dfa:
     as ``difference_dfa(_any_dfa(), _words_dfa(words))``, without building either
     operand's product). Bytes a word holds get classes of their own."""
     anything = _any_dfa()
-    data = b"".join(word.encode(errors="surrogatepass") for word in words)
-    offsets = np.cumsum([0, *(len(word.encode(errors="surrogatepass")) for word in words)])
+    encoded = [word.encode(errors="surrogatepass") for word in words]
+    data = b"".join(encoded)
+    offsets = np.cumsum([0, *map(len, encoded)])
     own = np.zeros(256, dtype=np.int64)
     own[np.frombuffer(data, dtype=np.uint8)] = 1
     key = anything.class_of_byte * 257 + own * (np.arange(256) + 1)
@@ -840,23 +841,10 @@ def _encoded_edges(table, class_of_byte, accepting, start, escaped, short_bytes,
     signatures' hashes and comparing those equal, so the automaton stays deterministic
     and small."""
     n = table.shape[0]
-    # the byte runs of one class (escaped or not; none crosses 0x7F/0x80)
-    seg_lo = np.empty(257, dtype=np.int64)
-    seg_class = np.empty(256, dtype=np.int64)
-    n_segs = 0
-    for b in range(256):
-        c = -1 if escaped[b] else class_of_byte[b]
-        if b == 0 or b == 128 or c != seg_class[n_segs - 1]:
-            seg_lo[n_segs], seg_class[n_segs] = b, c
-            n_segs += 1
-    seg_lo[n_segs] = 256
-    n_ascii_segs = 0
-    while seg_lo[n_ascii_segs] < 128:
-        n_ascii_segs += 1
-    seg_words = np.zeros((n_segs, 2), dtype=np.uint64)
-    for k in range(n_ascii_segs):
-        for b in range(seg_lo[k], seg_lo[k + 1]):
-            seg_words[k, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+    # raw characters: runs of bytes of one class, escaped ones in none (class -1)
+    raw_class = np.where(escaped, -1, class_of_byte)
+    seg_lo, seg_class = _class_runs(raw_class)
+    n_segs = seg_class.size
     n_raw = 0
     raw = np.empty((0, 4), dtype=np.int64)
     for fill in range(2):  # count, then fill
@@ -889,17 +877,8 @@ def _encoded_edges(table, class_of_byte, accepting, start, escaped, short_bytes,
             k += 1
     # escape groups: per state (a source), its ASCII targets in increasing order, each
     # with the characters escaped to it (every ASCII character, escaped ones included)
-    ascii_class = np.empty(128, dtype=np.int64)
-    for b in range(128):
-        ascii_class[b] = class_of_byte[b]
-    a_lo = np.empty(129, dtype=np.int64)
-    a_class = np.empty(128, dtype=np.int64)
-    n_a = 0
-    for b in range(128):
-        if b == 0 or ascii_class[b] != a_class[n_a - 1]:
-            a_lo[n_a], a_class[n_a] = b, ascii_class[b]
-            n_a += 1
-    a_lo[n_a] = 128
+    a_lo, a_class = _class_runs(class_of_byte[:128])
+    n_a = a_class.size
     a_words = np.zeros((n_a, 2), dtype=np.uint64)
     for k in range(n_a):
         for b in range(a_lo[k], a_lo[k + 1]):
@@ -1002,6 +981,21 @@ def _encoded_edges(table, class_of_byte, accepting, start, escaped, short_bytes,
             k += 1
     edges = np.concatenate((raw, quotes, backslashes, chains)).astype(np.int32)
     return edges, next_state
+
+
+@njit(cache=True, nogil=True)
+def _class_runs(classes):  # pragma: no cover - compiled
+    """The maximal runs of bytes of one class in ``classes`` (a class per byte): where
+    each starts (and, last, where the last ends) and its class."""
+    starts = np.empty(classes.size + 1, dtype=np.int64)
+    of_run = np.empty(classes.size, dtype=np.int64)
+    n = 0
+    for b in range(classes.size):
+        if b == 0 or classes[b] != of_run[n - 1]:
+            starts[n], of_run[n] = b, classes[b]
+            n += 1
+    starts[n] = classes.size
+    return starts[:n + 1].copy(), of_run[:n].copy()
 
 
 _ESCAPED = np.zeros(256, dtype=np.bool_)
