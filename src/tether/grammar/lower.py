@@ -148,19 +148,23 @@ def merge_equal_rules(grammar: Grammar) -> Grammar:
 def _merge_equal(rules: dict[str, Expr], order: list[str], longest: frozenset[str],
                  canon: dict[str, str], find: Callable[[str], str]) -> dict[int, int]:
     """Note in ``canon`` each rule of ``order`` whose body has the shape of an earlier
-    one's, round after round until a round merges none; return the subtrees without
-    references (by node)."""
+    one's, round after round until no shape read in a round refers to a rule merged in
+    it (a rule merged before its shape was read: the shape is the merged one's); return
+    the subtrees without references (by node)."""
     shapes = _Shapes(find)
     names = [n for n in order if n not in canon and n not in longest]
     while True:
         kept_by_shape: dict[int, str] = {}
         merged = False
+        shapes.refs_seen.clear()
         for name in names:
             kept = kept_by_shape.setdefault(shapes.of(rules[name])[0], name)
             if kept != name:
                 canon[name] = kept
                 merged = True
-        if not merged:
+        # Another round only if a shape of this one read a reference to a rule merged
+        # after it was read (most rounds merge rules no shape read before).
+        if not merged or all(find(ref) == read for ref, read in shapes.refs_seen):
             return shapes.plain
         names = [n for n in names if n not in canon]
 
@@ -176,6 +180,7 @@ class _Shapes:
         self.find = find
         self.numbers: dict[tuple, int] = {}
         self.plain: dict[int, int] = {}  # by node: the shape of a subtree with no reference
+        self.refs_seen: list[tuple[str, str]] = []  # (reference, the rule it was read as)
 
     def of(self, expr: Expr) -> tuple[int, bool]:
         """The shape of ``expr`` and whether it has a reference."""
@@ -185,7 +190,9 @@ class _Shapes:
         refs = False
         key: tuple
         if isinstance(expr, Ref):
-            key, refs = ("ref", self.find(expr.name)), True
+            read = self.find(expr.name)
+            self.refs_seen.append((expr.name, read))
+            key, refs = ("ref", read), True
         elif isinstance(expr, CharSet):
             key = ("set", expr.ranges)
         elif isinstance(expr, Concat | Alternate | AnyOrder):
@@ -340,7 +347,7 @@ def _productive(rules: dict[str, Expr], refs: dict[str, list[Ref]]) -> set[str]:
         for ref in refs[name]:
             users.setdefault(ref.name, set()).add(name)
     productive: set[str] = set()
-    work = list(rules)
+    work = _callees_first(rules, refs)[::-1]  # (popped callees first: one pass if acyclic)
     waiting = set(work)
     while work:
         name = work.pop()
@@ -352,6 +359,29 @@ def _productive(rules: dict[str, Expr], refs: dict[str, list[Ref]]) -> set[str]:
                     waiting.add(user)
                     work.append(user)
     return productive
+
+
+def _callees_first(rules: dict[str, Expr], refs: dict[str, list[Ref]]) -> list[str]:
+    """The rules in depth-first post-order of their references: each after the rules it
+    refers to, but on a cycle."""
+    order: list[str] = []
+    seen: set[str] = set()
+    for root in rules:
+        if root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(refs[root]))]
+        while stack:
+            name, pending = stack[-1]
+            for ref in pending:
+                if ref.name not in seen and ref.name in rules:
+                    seen.add(ref.name)
+                    stack.append((ref.name, iter(refs[ref.name])))
+                    break
+            else:
+                stack.pop()
+                order.append(name)
+    return order
 
 
 def _derives(expr: Expr, productive: set[str]) -> bool:

@@ -100,10 +100,14 @@ class Layout:
     def any_value(self, inner: Expr | None) -> Expr:
         """Any JSON value whose arrays/objects hold ``inner`` values (scalars only when
         ``inner`` is None)."""
+        # Its strings and numbers are rules of their own that call no rule: what they
+        # read is shared by every grammar (docs/architecture.md), not walked again in
+        # each schema's recursive value rule.
+        string = self._rule("any_string", strings.json_string())
         forms: list[Expr] = [literal("null"), literal("true"), literal("false"),
-                             numbers.json_number(), strings.json_string()]
+                             self._rule("any_number", numbers.json_number()), string]
         if inner is not None:
-            member = concat(strings.json_string(), self.colon, inner)
+            member = concat(string, self.colon, inner)
             forms.append(self.container("[", self.joined(inner, inner, 0, None), "]",
                                         empty_ok=True))
             forms.append(self.container("{", self.joined(member, member, 0, None), "}",
