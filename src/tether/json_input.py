@@ -38,6 +38,8 @@ def check_document(value: Any, what: str) -> None:
     """Raise :class:`LimitExceeded` at the first place ``value`` nests too deep, and
     :class:`CompileError` at a string UTF-8 cannot encode (iterative: works on values of
     any depth)."""
+    if _well_formed(value):  # (the common case: no pointer spelled for every node)
+        return
     stack: list[tuple[Any, str, int]] = [(value, "", 0)]
     while stack:
         node, pointer, depth = stack.pop()
@@ -52,6 +54,37 @@ def check_document(value: Any, what: str) -> None:
                                     location=pointer)
             items = node.items() if isinstance(node, dict) else enumerate(node)
             stack.extend((v, f"{pointer}/{_escape(str(k))}", depth + 1) for k, v in items)
+
+
+def _well_formed(value: Any) -> bool:
+    """Whether ``value`` nests at most ``MAX_NESTING`` deep and UTF-8 encodes all its
+    strings and keys (what :func:`check_document` checks, without the places)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, str):
+            if not _encodes(node):
+                return False
+        elif isinstance(node, dict | list):
+            if depth >= MAX_NESTING:
+                return False
+            if isinstance(node, dict):
+                if not all(_encodes(str(key)) for key in node):
+                    return False
+                stack.extend((item, depth + 1) for item in node.values())
+            else:
+                stack.extend((item, depth + 1) for item in node)
+    return True
+
+
+def _encodes(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def dump(value: Any, what: str) -> str:

@@ -122,5 +122,12 @@ def complement(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ..
 
 def literal(text: str, pos: int = 0) -> Node:
     """The node matching exactly ``text``."""
-    chars = tuple(CharSet(((ord(c), ord(c)),), pos) for c in text)
+    if pos == 0:  # (nodes are immutable: a character's node is shared)
+        chars = tuple(_LATIN1[code] if (code := ord(c)) < 256 else CharSet(((code, code),))
+                      for c in text)
+    else:
+        chars = tuple(CharSet(((ord(c), ord(c)),), pos) for c in text)
     return chars[0] if len(chars) == 1 else Concat(chars, pos)
+
+
+_LATIN1 = tuple(CharSet(((code, code),)) for code in range(256))  # literal's shared nodes

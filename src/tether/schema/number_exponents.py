@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from decimal import Decimal
+from functools import lru_cache
 
 import numpy as np
 
@@ -51,10 +52,12 @@ def exponent_interval(low: Decimal | None, high: Decimal | None, *, low_open: bo
     return alternation(parts)
 
 
+@lru_cache(maxsize=256)  # (~10 ms to build; schemas repeat their bounds: 0..100, 1..5)
 def _unsigned_interval(lower: tuple[Decimal, bool] | None,
                        upper: tuple[Decimal, bool] | None) -> Node:
     """Unsigned exponent-form texts, non-zero mantissa, value within ``(bound, open)``
-    limits (each positive, or None)."""
+    limits (each positive, or None). Cached: the nodes are immutable and name no place
+    in a schema."""
     if lower is None and upper is None:  # every non-zero value: no magnitude matters
         return Concat((_NONZERO_MANTISSA, _E, exponent_range(None, None)))
     lo_mag = lower[0].adjusted() if lower else None
