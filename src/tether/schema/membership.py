@@ -114,6 +114,12 @@ class Membership:
 
     # -- per kind ----------------------------------------------------------------------
     def _string_in(self, value: str, shape: Str) -> bool:
+        if not (shape.patterns or shape.excluded_patterns or shape.formats
+                or shape.excluded_formats  # lengths and values alone: no automaton
+                or (shape.max_len is not None and shape.max_len < shape.min_len)):
+            return (shape.min_len <= len(value)
+                    and (shape.max_len is None or len(value) <= shape.max_len)
+                    and value not in shape.excluded_values)
         text = json.dumps(value, ensure_ascii=False).encode()
         for fmt in sorted(shape.formats) or [None]:
             key = (shape.min_len, shape.max_len, tuple(sorted(shape.patterns)),
