@@ -208,42 +208,46 @@ class PushdownCompiled(RegularCompiled):
         composed = 0
         while pending:
             top = pending[-1]
-            needed = [p for p in self._parents_needed(top) if p not in self._masks]
+            if top in self._masks:
+                pending.pop()
+                continue
+            words, needed = self._compose(top)
             if needed:
                 pending.extend(needed)
                 continue
             pending.pop()
-            if top not in self._masks:
-                composed += 1
-                if composed > MAX_COMPOSED_PER_MASK:
-                    raise LimitExceeded(
-                        f"the grammar is too ambiguous here: one mask needs more than "
-                        f"{MAX_COMPOSED_PER_MASK} parser states (after "
-                        f"{self.pda.rules_at(state)[:3]})")
-                self._store(top, self._compose(top), started)
-                started = time.perf_counter()
+            composed += 1
+            if composed > MAX_COMPOSED_PER_MASK:
+                raise LimitExceeded(
+                    f"the grammar is too ambiguous here: one mask needs more than "
+                    f"{MAX_COMPOSED_PER_MASK} parser states (after "
+                    f"{self.pda.rules_at(state)[:3]})")
+            self._store(top, words, started)
+            started = time.perf_counter()
         return self.state_mask(state)
 
-    def _parents_needed(self, state: int) -> list[int]:
-        out = []
-        for item, parent in self.pda.kernel(state):
-            if parent != BOTTOM and self._frame(item)[2]:
-                out.append(self.pda.stack_state(self.pda.popped_to(item, parent)))
-        return out
-
-    def _compose(self, state: int) -> np.ndarray:
+    def _compose(self, state: int) -> tuple[np.ndarray, list[int]]:
+        """The mask of ``state`` from its stacks' frames and no parent states; or the
+        empty mask and the parent states whose masks it needs first (a frame that may
+        end before reading a byte reads on as its parent, whole: its mask)."""
+        pda = self.pda
+        kernel = pda.kernel(state)
+        frames = [self._frame(item) for item, _ in kernel]
+        parents = [pda.stack_state(pda.popped_to(item, parent))
+                   if parent != BOTTOM and frame[2] else -1
+                   for (item, parent), frame in zip(kernel, frames, strict=True)]
+        needed = [p for p in parents if p >= 0 and p not in self._masks]
+        if needed:
+            return self._empty, needed
         words = np.zeros(self._n_words, dtype=np.uint32)  # (zeros_like: 3x slower)
-        for item, parent in self.pda.kernel(state):
-            inner, ends, ends_at_once = self._frame(item)
+        for (item, parent), (inner, ends, _), parent_state in zip(kernel, frames, parents,
+                                                                  strict=True):
             words |= inner
-            if parent == BOTTOM:
-                continue
-            if ends_at_once:
-                parent_state = self.pda.stack_state(self.pda.popped_to(item, parent))
+            if parent_state >= 0:
                 words |= self.state_mask(parent_state) & self._not_eos
-            if ends.size:
-                self._read_below({self.pda.rule_guard(item): ends}, parent, words)
-        return words
+            if ends.size and parent != BOTTOM:
+                self._read_below({pda.rule_guard(item): ends}, parent, words)
+        return words, []
 
     def _read_below(self, nodes: dict[int, np.ndarray], node: int, words: np.ndarray
                     ) -> None:
