@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+from dataclasses import replace
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from pathlib import Path
@@ -135,12 +136,16 @@ def json_number(*, minimum: Decimal | None = None, maximum: Decimal | None = Non
         raise CompileError(f"no number lies between {low} and {high}",
                            location=f"{location}/maximum")
     node: Node = Concat((Repeat(_MINUS, 0, 1), _UNSIGNED))
-    if low is not None or high is not None:
-        node = _bounded(low, high, exclusive_minimum, exclusive_maximum, location)
     if step is not None:
         where = f"{location}/multipleOf"
-        node = to_node(intersect_dfa(to_dfa(node, location=where), _multiples(step, where),
-                                     location=where), pos=where)
+        try:
+            node = _stepped(low, high, exclusive_minimum, exclusive_maximum, step.normalize())
+        except CompileError as e:
+            raise type(e)(e.message, location=where) from None
+        if isinstance(node, Automaton):
+            node = replace(node, pos=where)
+    elif low is not None or high is not None:
+        node = _bounded(low, high, exclusive_minimum, exclusive_maximum, location)
     if fractional:
         node = intersect(node, _NON_INTEGER, location=location)
     if is_empty(node):
@@ -271,6 +276,17 @@ def _fraction_cmp(f: str, op: str) -> Node:
 
 
 # -- multipleOf ----------------------------------------------------------------------------
+@lru_cache(maxsize=64)  # (determinising a bounded number costs 10-150 ms; prices recur)
+def _stepped(low: Decimal | None, high: Decimal | None, low_open: bool, high_open: bool,
+             step: Decimal) -> Node:
+    """The number texts (any spelling) between the bounds (None: unbounded) whose value
+    is a multiple of ``step > 0``, at no place (the caller puts it at its own)."""
+    node: Node = Concat((Repeat(_MINUS, 0, 1), _UNSIGNED))
+    if low is not None or high is not None:
+        node = _bounded(low, high, low_open, high_open, "")
+    return to_node(intersect_dfa(to_dfa(node), _multiples_dfa(step)))
+
+
 def _multiples(step: Decimal, location: str) -> Dfa:
     """The DFA of the number texts (any spelling) whose value is a multiple of ``step > 0``
     (cached: one divisor recurs across a schema's properties and across schemas)."""
