@@ -301,18 +301,18 @@ class _CopyTemplate(NamedTuple):
     """What copying a pre-built automaton into an NFA takes, its states numbered from 0:
     the states that reach an accepting one (all of them when its start does not, which
     then reads nothing), by their old numbers (``alive``); their moves (``moves``,
-    shared by every copy: read only) and the same as Python lists; where each state's
+    shared by every copy: read only) and the same as Python tuples; where each state's
     moves begin in them (``bounds``); the start and the accepting states. The arrays are
     not marked read-only (numba compiles kernels apart for read-only arrays)."""
 
     alive: np.ndarray
     moves: CopiedMoves
-    lo: list[int]
-    hi: list[int]
-    target: list[int]
-    bounds: list[int]
+    lo: tuple[int, ...]
+    hi: tuple[int, ...]
+    target: tuple[int, ...]
+    bounds: tuple[int, ...]
     start: int
-    accepted: list[int]
+    accepted: tuple[int, ...]
 
 
 # Per pre-built automaton (compared by identity; the piece caches share them between
@@ -334,9 +334,12 @@ def _build_copy_template(node: Automaton) -> _CopyTemplate:
     accepts = np.zeros(start.size - 1, dtype=np.bool_)
     accepts[accepted] = True
     moves = CopiedMoves(start, lo, hi, target, accepts)
-    return _CopyTemplate(np.flatnonzero(alive), moves, lo.tolist(), hi.tolist(),
-                         target.tolist(), start.tolist(), int(np.cumsum(alive)[node.start] - 1),
-                         accepted.tolist())
+    # (tuples: numbers in a tuple leave the garbage collector's lists at its first pass;
+    # in a list each of them is visited at every full collection — a template of a long
+    # string's automaton holds ~40,000)
+    return _CopyTemplate(np.flatnonzero(alive), moves, tuple(lo.tolist()),
+                         tuple(hi.tolist()), tuple(target.tolist()), tuple(start.tolist()),
+                         int(np.cumsum(alive)[node.start] - 1), tuple(accepted.tolist()))
 
 
 @njit(cache=True, nogil=True)
