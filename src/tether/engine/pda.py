@@ -161,6 +161,7 @@ class PushdownAutomaton(LazyAutomaton):
         self._walled: dict[int, int] = {}  # item set -> walled_state
         self._calls_in_block: dict[int, bool] = {}  # per NFA block: _block_calls
         self._rule_keys: dict[int, bytes | None] = {}  # per NFA block: _leaf_rule_digest
+        self._frame_keys: dict[int, Hashable | None] = {}  # per item set: leaf_frame_key
         self._chains: dict[int, tuple] = {}  # per item set: forced_chain (() if none)
         self._parts: dict[int, FrameParts | tuple] = {}  # per item set: frame_parts (() if none)
         self._alone: dict[int, int] = {}  # per item set: moves_alone
@@ -823,17 +824,21 @@ class PushdownAutomaton(LazyAutomaton):
         the rule's NFA fragment is the same (a digest of its states, edges and end) and
         so are the item set's states in it. ``None`` for an item set whose rule calls
         others (what it reads depends on them) or is too large to key."""
+        hit = self._frame_keys.get(item, ())
+        if hit != ():
+            return hit
         states = self._items[item]
-        if not states or self._item_guard[item] != NO_GUARD:
-            return None
-        block = bisect_right(self._block_first, min(states)) - 1
-        digest = self._rule_keys.get(block, b"")
-        if digest == b"":
-            digest = self._rule_keys[block] = self._leaf_rule_digest(block)
-        if digest is None:
-            return None
-        first = self._block_first[block]
-        return digest, self.class_key, tuple(sorted(s - first for s in states))
+        key: Hashable | None = None
+        if states and self._item_guard[item] == NO_GUARD:
+            block = bisect_right(self._block_first, min(states)) - 1
+            digest = self._rule_keys.get(block, b"")
+            if digest == b"":
+                digest = self._rule_keys[block] = self._leaf_rule_digest(block)
+            if digest is not None:
+                first = self._block_first[block]
+                key = digest, self.class_key, tuple(sorted(s - first for s in states))
+        self._frame_keys[item] = key
+        return key
 
     def copied_state(self, item: int) -> tuple[CopiedMoves, int] | None:
         """For an item set of a rule whose body is a pre-built automaton (a string with
