@@ -254,13 +254,21 @@ def recursive_rules(grammar: Grammar) -> set[str]:
 
 def on_cycles(graph: Mapping[T, Sequence[T]]) -> set[T]:
     """The nodes of ``graph`` (each node's successors, all of them nodes) that lie on a
-    cycle: those of strongly connected components with one (Tarjan's algorithm,
-    iteratively — linear in the graph, however long its paths)."""
+    cycle: those of strongly connected components with one."""
+    return {node for component in strong_components(graph)
+            if len(component) > 1 or component[0] in graph[component[0]]
+            for node in component}
+
+
+def strong_components(graph: Mapping[T, Sequence[T]]) -> list[list[T]]:
+    """The strongly connected components of ``graph`` (each node's successors, all of
+    them nodes), each after every component its nodes lead to — successors first
+    (Tarjan's algorithm, iteratively: linear in the graph, however long its paths)."""
     index: dict[T, int] = {}
     low: dict[T, int] = {}
     on_stack: set[T] = set()
     stack: list[T] = []
-    out: set[T] = set()
+    out: list[list[T]] = []
     for root in graph:
         if root in index:
             continue
@@ -291,8 +299,7 @@ def on_cycles(graph: Mapping[T, Sequence[T]]) -> set[T]:
                     component.append(member)
                     if member == node:
                         break
-                if len(component) > 1 or node in graph[node]:
-                    out.update(component)
+                out.append(component)
     return out
 
 
@@ -347,7 +354,10 @@ def _productive(rules: dict[str, Expr], refs: dict[str, list[Ref]]) -> set[str]:
         for ref in refs[name]:
             users.setdefault(ref.name, set()).add(name)
     productive: set[str] = set()
-    work = _callees_first(rules, refs)[::-1]  # (popped callees first: one pass if acyclic)
+    # Popped callees first: one pass over the rules that are on no cycle.
+    work = [name for component in strong_components(
+        {n: [r.name for r in refs[n] if r.name in rules] for n in rules})
+        for name in component][::-1]
     waiting = set(work)
     while work:
         name = work.pop()
@@ -359,29 +369,6 @@ def _productive(rules: dict[str, Expr], refs: dict[str, list[Ref]]) -> set[str]:
                     waiting.add(user)
                     work.append(user)
     return productive
-
-
-def _callees_first(rules: dict[str, Expr], refs: dict[str, list[Ref]]) -> list[str]:
-    """The rules in depth-first post-order of their references: each after the rules it
-    refers to, but on a cycle."""
-    order: list[str] = []
-    seen: set[str] = set()
-    for root in rules:
-        if root in seen:
-            continue
-        seen.add(root)
-        stack = [(root, iter(refs[root]))]
-        while stack:
-            name, pending = stack[-1]
-            for ref in pending:
-                if ref.name not in seen and ref.name in rules:
-                    seen.add(ref.name)
-                    stack.append((ref.name, iter(refs[ref.name])))
-                    break
-            else:
-                stack.pop()
-                order.append(name)
-    return order
 
 
 def _derives(expr: Expr, productive: set[str]) -> bool:
