@@ -37,54 +37,33 @@ def parse(text: str, what: str) -> Any:
 def check_document(value: Any, what: str) -> None:
     """Raise :class:`LimitExceeded` at the first place ``value`` nests too deep, and
     :class:`CompileError` at a string UTF-8 cannot encode (iterative: works on values of
-    any depth)."""
-    if _well_formed(value):  # (the common case: no pointer spelled for every node)
-        return
-    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    any depth). Each node carries its path as (parent's path, key) links; the JSON
+    pointer is spelled only for a node that fails."""
+    stack: list[tuple[Any, _Path, int]] = [(value, None, 0)]
     while stack:
-        node, pointer, depth = stack.pop()
+        node, path, depth = stack.pop()
         if isinstance(node, str):
-            _check_text(node, what, pointer)
+            _check_text(node, what, path)
         elif isinstance(node, dict):
             for key in node:
-                _check_text(str(key), what, f"{pointer}/{_escape(str(key))}")
+                _check_text(str(key), what, (path, str(key)))
         if isinstance(node, dict | list):
             if depth >= MAX_NESTING:
                 raise LimitExceeded(f"{what} nests deeper than {MAX_NESTING} arrays/objects",
-                                    location=pointer)
+                                    location=_pointer(path))
             items = node.items() if isinstance(node, dict) else enumerate(node)
-            stack.extend((v, f"{pointer}/{_escape(str(k))}", depth + 1) for k, v in items)
+            stack.extend((v, (path, str(k)), depth + 1) for k, v in items)
 
 
-def _well_formed(value: Any) -> bool:
-    """Whether ``value`` nests at most ``MAX_NESTING`` deep and UTF-8 encodes all its
-    strings and keys (what :func:`check_document` checks, without the places)."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, str):
-            if not _encodes(node):
-                return False
-        elif isinstance(node, dict | list):
-            if depth >= MAX_NESTING:
-                return False
-            if isinstance(node, dict):
-                if not all(_encodes(str(key)) for key in node):
-                    return False
-                stack.extend((item, depth + 1) for item in node.values())
-            else:
-                stack.extend((item, depth + 1) for item in node)
-    return True
+_Path = tuple[Any, str] | None  # (the parent's path, the key or index), None at the root
 
 
-def _encodes(text: str) -> bool:
-    if text.isascii():
-        return True
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
+def _pointer(path: _Path) -> str:
+    keys = []
+    while path is not None:
+        path, key = path
+        keys.append(_escape(key))
+    return "".join(f"/{key}" for key in reversed(keys))
 
 
 def dump(value: Any, what: str) -> str:
@@ -111,7 +90,7 @@ def _check_text_nesting(text: str, what: str) -> None:
             depth -= 1
 
 
-def _check_text(text: str, what: str, pointer: str) -> None:
+def _check_text(text: str, what: str, path: _Path) -> None:
     if text.isascii():
         return
     try:
@@ -119,7 +98,7 @@ def _check_text(text: str, what: str, pointer: str) -> None:
     except UnicodeEncodeError as e:
         raise CompileError(f"{what} holds a string with a lone surrogate "
                            f"(U+{ord(text[e.start]):04X}), which no UTF-8 text holds",
-                           location=pointer.encode(errors="backslashreplace").decode()
+                           location=_pointer(path).encode(errors="backslashreplace").decode()
                            ) from None
 
 
