@@ -305,6 +305,22 @@ def test_random_string_schemas(low, extra, patterns, excluded, values, samples) 
             assert json.dumps(value) not in lang
 
 
+def test_a_pattern_alone_is_an_automaton_unless_its_dfa_is_large() -> None:
+    """A pattern alone is encoded from its DFA (read by its own moves in masks); one whose
+    DFA has more than MAX_ALONE_STATES states stays a tree. The same strings either way."""
+    small_pattern, large_pattern = r"^\d{3}-\d{4}$", "^[ab]*a[ab]{10}$"
+    small = json_string(patterns=[small_pattern])
+    assert isinstance(small, Automaton) and _deterministic(small)
+    large = json_string(patterns=[large_pattern])  # 2,049 DFA states
+    assert not isinstance(large, Automaton)
+    values = ["555-1234", "55-1234", "x555-1234", "a" * 11, "b" + "a" * 11, "ab" * 6,
+              "a" + "b" * 10, "ba" + "b" * 9, "a" + "b" * 9, ""]
+    for node, pattern in ((small, small_pattern), (large, large_pattern)):
+        lang = Lang(node)
+        for value in values:
+            assert (json.dumps(value) in lang) == _ecma_search(pattern, value), (pattern, value)
+
+
 NAME_PIECES = ["a", "ab", "é", "😀", '"', "\\", "\n", "k"]
 
 
