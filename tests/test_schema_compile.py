@@ -567,18 +567,10 @@ def _assert_same_masks(walks: list[tuple], a: list[list[np.ndarray]],
             assert np.array_equal(mx, my), (text, k)
 
 
-def test_chained_and_composed_frames_equal_walked_frames(smollm2_vocab, smollm2_encode,
-                                                        monkeypatch) -> None:
-    """A frame that must first read a literal (a key, an enum value, a keyword) is the
-    tokens along that path of the trie plus what follows below its end, and a frame of a
-    rule that calls rules (a value's alternatives, an object's members in any order, an
-    expression) is composed from its own moves and its callees' frames: every mask along
-    instances of schemas and strings of grammars with byte classes (SQL; Python, whose
-    blanks and longest-matched names guard what follows them) equals the mask walked
-    directly."""
+def _composition_walks(vocab, encode) -> list[tuple]:
+    """Walks through schemas and grammars whose masks are composed from chains, parts and
+    callees' frames (real tokens, then a byte at a time)."""
     from pathlib import Path
-
-    from tether.engine.pda import PushdownAutomaton
 
     sql = (Path(__file__).parent / "grammars/sql_select.lark").read_text()
     cases = [(tether.JsonSchema(schema), json.dumps(instance, ensure_ascii=ascii_only))
@@ -616,12 +608,40 @@ def test_chained_and_composed_frames_equal_walked_frames(smollm2_vocab, smollm2_
         "with open(p) as f, g(\n        'x',\n        y=lambda z: z if z else 0.5e3):\n"
         "    while (n := f.read(1)) != b'':\n        total += n[0] << 2 & 0xff\n")]
     walks = [(constraint, text, tokens) for constraint, text in cases
-             for tokens in (smollm2_encode(text), _bytes_as_tokens(smollm2_vocab, text))]
+             for tokens in (encode(text), _bytes_as_tokens(vocab, text))]
 
+    return walks
+
+
+def test_chained_and_composed_frames_equal_walked_frames(smollm2_vocab, smollm2_encode,
+                                                        monkeypatch) -> None:
+    """A frame that must first read a literal (a key, an enum value, a keyword) is the
+    tokens along that path of the trie plus what follows below its end, and a frame of a
+    rule that calls rules (a value's alternatives, an object's members in any order, an
+    expression) is composed from its own moves and its callees' frames: every mask along
+    instances of schemas and strings of grammars with byte classes (SQL; Python, whose
+    blanks and longest-matched names guard what follows them) equals the mask walked
+    directly."""
+    from tether.engine.pda import PushdownAutomaton
+
+    walks = _composition_walks(smollm2_vocab, smollm2_encode)
     chained = _masks_along(smollm2_vocab, walks)
     monkeypatch.setattr(PushdownAutomaton, "forced_chain", lambda self, item: None)
     monkeypatch.setattr(PushdownAutomaton, "frame_parts", lambda self, item: None)
     _assert_same_masks(walks, chained, _masks_along(smollm2_vocab, walks))
+
+
+def test_frames_skipped_by_their_first_bytes_read_nothing(smollm2_vocab, smollm2_encode,
+                                                         monkeypatch) -> None:
+    """What a frame reads below trie nodes none of whose edges it may read first is
+    skipped (``PushdownCompiled._may_read_below``, by the item set's first classes): every
+    mask along the walks equals the mask composed without that check."""
+    from tether.engine.pushdown import PushdownCompiled
+
+    walks = _composition_walks(smollm2_vocab, smollm2_encode)
+    checked = _masks_along(smollm2_vocab, walks)
+    monkeypatch.setattr(PushdownCompiled, "_may_read_below", lambda self, item, nodes: True)
+    _assert_same_masks(walks, checked, _masks_along(smollm2_vocab, walks))
 
 
 @given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(0, 3)),

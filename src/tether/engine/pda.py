@@ -84,6 +84,7 @@ MAX_GROUP_RULES = 500_000  # rules numbered for states of AnyOrder groups
 PENDING = -1  # the rule of a call to a group state not numbered yet (see _group_next)
 MAX_KEYED_RULE_STATES = 50_000  # a leaf rule larger than this gets no content key
 MAX_CHAIN = 256  # forced bytes followed at most (a token is shorter)
+MAX_FIRST_DEPTH = 100  # calls followed for first_classes; deeper: any class
 
 FEW_RUNS = 16  # a row of at most this many runs is written by numpy slices, not a list
 # What the grammar's built structure (NFA, rules, syntax trees) holds per NFA edge, for
@@ -165,6 +166,9 @@ class PushdownAutomaton(LazyAutomaton):
         self._chains: dict[int, tuple] = {}  # per item set: forced_chain (() if none)
         self._parts: dict[int, FrameParts | tuple] = {}  # per item set: frame_parts (() if none)
         self._alone: dict[int, int] = {}  # per item set: moves_alone
+        self._firsts: dict[int, int] = {}  # per item set: first_classes
+        self._rule_firsts: dict[int, int] = {}  # per rule: the first_classes of its start
+        self._first_path: set[int] = set()  # rules _rule_first is inside
         self.pops = np.zeros(self.accepting.size, dtype=bool)
         # Shortest completions (see completion_bytes), computed on first use.
         self.structure_bytes = STRUCTURE_BYTES_PER_EDGE * self._copies.n_moves(self._edges)
@@ -933,6 +937,46 @@ class PushdownAutomaton(LazyAutomaton):
         if not reads and not out:
             return None
         return FrameParts(reads, tuple(out))
+
+    def first_classes(self, item: int) -> int:
+        """The byte classes a frame of ``item`` may read first, as the bits of an int:
+        those of its states' own moves, of the rules they call, and of what follows a
+        call of a rule that may derive the empty string. A superset: a rule reached
+        again while its classes are being found, or more than MAX_FIRST_DEPTH calls
+        deep, counts as any class. Cached per item set, and per rule (no item set is
+        made for a call's continuation, nor for the moves' targets)."""
+        hit = self._firsts.get(item)
+        if hit is None:
+            hit = self._firsts[item] = self._states_first(self._items[item], 0)
+        return hit
+
+    def _states_first(self, states: Iterable[int], depth: int) -> int:
+        bits = 0
+        for s in states:
+            for lo, hi, _ in self._edges_of(s):
+                bits |= (1 << (hi + 1)) - (1 << lo)
+            for rule, target in self._calls.get(s, ()):
+                if rule == PENDING:  # the next state of a group: numbered now
+                    rule = self._group_rule(*self._group_next.pop(s))
+                    self._calls[s] = ((rule, target),)
+                bits |= self._rule_first(rule, depth + 1)
+                if self._nullable[rule]:
+                    bits |= self._states_first(self._closure(target), depth + 1)
+        return bits
+
+    def _rule_first(self, rule: int, depth: int) -> int:
+        hit = self._rule_firsts.get(rule)
+        if hit is not None:
+            return hit
+        if depth > MAX_FIRST_DEPTH or rule in self._first_path:
+            return (1 << self.n_classes) - 1
+        self._first_path.add(rule)
+        try:
+            hit = self._states_first(self._items[self._start_item(rule)], depth)
+        finally:
+            self._first_path.discard(rule)
+        self._rule_firsts[rule] = hit
+        return hit
 
     def moves_alone(self, item: int) -> int:
         """The item set of the states of ``item`` that read bytes themselves, with its
