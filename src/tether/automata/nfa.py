@@ -116,8 +116,12 @@ class LazyCopies:
         n = sum(map(len, filter(None, edges)))
         for first, template in self._templates.items():
             bounds = template.bounds
-            n += sum(bounds[k + 1] - bounds[k] for k in range(len(bounds) - 1)
-                     if edges[first + k] is None)
+            states = len(bounds) - 1
+            if not any(edges[first:first + states]):  # (no move made yet: None or ())
+                n += bounds[-1] - bounds[0]
+            else:
+                n += sum(bounds[k + 1] - bounds[k] for k in range(states)
+                         if edges[first + k] is None)
         return n
 
     def copies_in(self, lo: int, hi: int) -> list[tuple[int, int, bytes]]:

@@ -148,7 +148,7 @@ class PushdownAutomaton(LazyAutomaton):
         # The bytes some guard holds: a witness without any reads as if unguarded.
         self._guard_bytes = bytes(b for b in range(256) if any(
             lo <= class_of_byte[b] <= hi for guard in self._longest.values()
-            if guard != NO_GUARD for lo, hi in self._guards[guard]))
+            if guard != NO_GUARD for lo, hi in self._guards[guard])) if self._longest else b""
         self._pop_guards: dict[int, int] = {}  # per item set: pop_guard
         # Stack nodes: (item set, parent node) hash-consed, with their depth.
         self._node_ids: dict[tuple[int, int], int] = {}
@@ -244,10 +244,10 @@ class PushdownAutomaton(LazyAutomaton):
         # rules, numbered later, read no byte; their one epsilon move is in _late_eps.
         # A copied automaton's states get their moves when first asked for (None here,
         # kept in _made: see LazyCopies).
-        self._edges = tuple(tuple(moves) if type(moves) is list else moves
-                            for moves in self._edges)
+        self._edges = tuple([tuple(moves) if type(moves) is list else moves
+                             for moves in self._edges])
         self._made: dict[int, tuple[tuple[int, int, int], ...]] = {}
-        self._eps = tuple(tuple(targets) for targets in self._eps)
+        self._eps = tuple(map(tuple, self._eps))
         self._calls = {s: tuple(calls) for s, calls in self._calls.items()}
         self._static_nfa = self._n_nfa = len(self._edges)  # the grammar's own rules' states
         self._late_eps: dict[int, tuple[int, ...]] = {}  # a nullable group rule's start
