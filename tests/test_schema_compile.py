@@ -644,6 +644,29 @@ def test_frames_skipped_by_their_first_bytes_read_nothing(smollm2_vocab, smollm2
     _assert_same_masks(walks, checked, _masks_along(smollm2_vocab, walks))
 
 
+def test_first_classes_past_their_depth_are_every_class(smollm2_vocab, monkeypatch) -> None:
+    """Item sets whose first classes lie more calls away than MAX_FIRST_DEPTH (a chain of
+    80 rules each starting with the next, 80 rules in a row that may be empty) count
+    every class: no RecursionError, and the masks are those without the check."""
+    from tether.engine.pda import MAX_FIRST_DEPTH
+    from tether.engine.pushdown import PushdownCompiled
+
+    n = 80
+    assert n > MAX_FIRST_DEPTH
+    text = "\n".join([
+        'root ::= c0 | s0 "z"',
+        *(f'c{i} ::= c{i + 1} "a"' for i in range(n)), f'c{n} ::= "b" | "(" root ")"',
+        *(f's{i} ::= "q{i}"? s{i + 1}' for i in range(n)), f's{n} ::= "!"?'])
+    grammar = tether.Grammar(text, syntax="gbnf")
+    walks = [(grammar, t, _bytes_as_tokens(smollm2_vocab, t))
+             for t in ("b" + "a" * n, "(" + "b" + "a" * n + ")" + "a" * n, "z", "q3q70!z")]
+    checked = _masks_along(smollm2_vocab, walks)
+    assert all(len(masks) == len(tokens) for masks, (_, _, tokens) in zip(checked, walks,
+                                                                          strict=True))
+    monkeypatch.setattr(PushdownCompiled, "_may_read_below", lambda self, item, nodes: True)
+    _assert_same_masks(walks, checked, _masks_along(smollm2_vocab, walks))
+
+
 @given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(0, 3)),
                 max_size=40))
 def test_shared_store_counts_an_array_once(puts) -> None:

@@ -84,7 +84,7 @@ MAX_GROUP_RULES = 500_000  # rules numbered for states of AnyOrder groups
 PENDING = -1  # the rule of a call to a group state not numbered yet (see _group_next)
 MAX_KEYED_RULE_STATES = 50_000  # a leaf rule larger than this gets no content key
 MAX_CHAIN = 256  # forced bytes followed at most (a token is shorter)
-MAX_FIRST_DEPTH = 100  # calls followed for first_classes; deeper: any class
+MAX_FIRST_DEPTH = 32  # calls followed for first_classes; deeper: any class
 
 FEW_RUNS = 16  # a row of at most this many runs is written by numpy slices, not a list
 # What the grammar's built structure (NFA, rules, syntax trees) holds per NFA edge, for
@@ -951,6 +951,8 @@ class PushdownAutomaton(LazyAutomaton):
         return hit
 
     def _states_first(self, states: Iterable[int], depth: int) -> int:
+        if depth > MAX_FIRST_DEPTH:  # (a long run of calls of rules that may be empty)
+            return (1 << self.n_classes) - 1
         bits = 0
         for s in states:
             for lo, hi, _ in self._edges_of(s):
@@ -968,7 +970,7 @@ class PushdownAutomaton(LazyAutomaton):
         hit = self._rule_firsts.get(rule)
         if hit is not None:
             return hit
-        if depth > MAX_FIRST_DEPTH or rule in self._first_path:
+        if rule in self._first_path:
             return (1 << self.n_classes) - 1
         self._first_path.add(rule)
         try:
