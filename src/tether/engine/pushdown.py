@@ -669,7 +669,6 @@ class PushdownCompiled(RegularCompiled):
                                     (below if np.count_nonzero(below) else None, ends))
         return below, ends
 
-
     def _may_read_below(self, item: int, nodes: np.ndarray) -> bool:
         """False if no token goes on below trie ``nodes`` with a byte a frame of
         ``item`` may read first (:meth:`~tether.engine.pda.PushdownAutomaton.first_classes`):

@@ -172,7 +172,8 @@ def _json_string(min_length: int, max_length: int | None, patterns: tuple[str, .
         if is_empty(decoded):
             raise CompileError(f"{NO_STRING} this schema", location=location)
         small = _small_automaton(decoded, location) if parts else None
-        return small or Concat((_QUOTE, _encode_tree(decoded), _QUOTE), location)
+        return small if small is not None else Concat((_QUOTE, _encode_tree(decoded), _QUOTE),
+                                                      location)
     where = f"{location}/pattern" if patterns else location
     dfas = [_pattern_dfa(p, where) for p in patterns]
     if fmt_node is not None:
