@@ -97,6 +97,7 @@ MAX_SUBFRAME_KEY = 1024  # trie nodes beyond which a subtree walk is keyed by a 
 MAX_COMPOSING = 200  # compositions nested at most; deeper frames are walked
 MAX_COMPOSED_PER_MASK = 1_000  # parser states one mask may compose (ambiguity's bound)
 MAX_FIRST_CHECK = 64  # trie nodes below which _may_read_below looks at the first bytes
+MAX_CHILD_CLASSES = 1 << 15  # trie nodes whose edges' classes a trie keeps (see above)
 
 Frame = tuple[np.ndarray, np.ndarray, bool]  # inner mask, trie nodes where it ends, at once
 _ROOT = np.zeros(1, dtype=np.int64)  # the trie's root, where a frame's walk starts
@@ -129,7 +130,6 @@ class PushdownCompiled(RegularCompiled):
         self._witnesses = pda.witnesses(self._spelling)  # per NFA state: _frame_rest
         self._long: tuple[DeepTrie, TrieWalker] | None = None  # see _with_long_tokens
         self._deterministic: dict[int, bool] = {}  # per copied automaton's moves (by id)
-        self._child_classes: dict[int, int] = {}  # per trie node: _may_read_below
 
     def precompute(self, deadline: float, max_states: int = PRECOMPUTE_STATES) -> int:
         """Compute the start state's mask (what the user waits for); later masks are
@@ -678,11 +678,13 @@ class PushdownCompiled(RegularCompiled):
         if nodes.size > MAX_FIRST_CHECK:
             return True
         trie = self._walker.trie
-        known = self._child_classes
+        known = trie.child_classes
         below = 0
         for node in nodes.tolist():
             bits = known.get(node)
             if bits is None:
+                if len(known) >= MAX_CHILD_CLASSES:  # (bounded: a few MB at most)
+                    known.clear()
                 bits = known[node] = int.from_bytes(
                     _class_bits(trie.node_class, trie.size, node).tobytes(), "little")
             below |= bits

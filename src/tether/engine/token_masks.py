@@ -32,7 +32,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
@@ -240,6 +240,9 @@ class ClassTrie:
     node_parent: np.ndarray  # int64 [M]: the parent (-1 for the root)
     class_nodes: np.ndarray  # int64 [M - 1]: the nodes but the root, by class, each in preorder
     class_start: np.ndarray  # int64 [C + 1]: where each class's nodes start in class_nodes
+    # Per node met so far: the classes of its edges out, as the bits of an int (filled by
+    # the pushdown engine's first-class check, for every grammar on this trie)
+    child_classes: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
 
 
 _CLASS_TRIES: OrderedDict[tuple[str, bytes], ClassTrie] = OrderedDict()
