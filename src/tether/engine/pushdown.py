@@ -97,7 +97,7 @@ MAX_SUBFRAME_KEY = 1024  # trie nodes beyond which a subtree walk is keyed by a 
 MAX_COMPOSING = 200  # compositions nested at most; deeper frames are walked
 MAX_COMPOSED_PER_MASK = 1_000  # parser states one mask may compose (ambiguity's bound)
 MAX_FIRST_CHECK = 64  # trie nodes below which _may_read_below looks at the first bytes
-MAX_CHILD_CLASSES = 1 << 15  # trie nodes whose edges' classes a trie keeps (see above)
+MAX_CHILD_CLASSES = 1 << 15  # nodes a trie keeps the edge classes of (ClassTrie.child_classes)
 
 Frame = tuple[np.ndarray, np.ndarray, bool]  # inner mask, trie nodes where it ends, at once
 _ROOT = np.zeros(1, dtype=np.int64)  # the trie's root, where a frame's walk starts
