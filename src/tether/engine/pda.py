@@ -64,7 +64,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tether.automata.dfa import DEAD, UNKNOWN, LazyAutomaton, epsilon_closure, segments
+from tether.automata.dfa import DEAD, UNKNOWN, LazyAutomaton, segments
 from tether.automata.dfa import byte_classes as partition_bytes
 from tether.automata.nfa import CopiedMoves, LazyCopies, MoveLists, NfaBuilder, trim_moves
 from tether.automata.regex_ast import Alternate, Automaton, Concat, Repeat
@@ -366,14 +366,35 @@ class PushdownAutomaton(LazyAutomaton):
         memo = self._closure_memo.get(nfa_state)
         if memo is None:
             if nfa_state < self._static_nfa:  # (static states move to static states only)
-                edges, calls, accept = self._edges, self._calls, self._accept_states
-                reached = epsilon_closure(self._eps, nfa_state, lambda s: (
-                    (moves := edges[s]) is None or bool(moves) or s in calls or s in accept))
+                memo = self._static_closure(nfa_state)
             else:  # a group rule's: calls, its end, and its start's move to the end
-                reached = {s for s in (nfa_state, *self._late_eps.get(nfa_state, ()))
-                           if s in self._calls or s in self._accept_states}
-            memo = self._closure_memo[nfa_state] = tuple(sorted(reached))
+                memo = tuple(sorted({s for s in (nfa_state, *self._late_eps.get(nfa_state, ()))
+                                     if s in self._calls or s in self._accept_states}))
+            self._closure_memo[nfa_state] = memo
         return memo
+
+    def _static_closure(self, nfa_state: int) -> tuple[int, ...]:
+        """The states of a grammar rule an item set keeps (they read a byte, call a rule
+        or end it) reached from ``nfa_state`` by epsilon moves, sorted."""
+        edges, eps, calls, accept = self._edges, self._eps, self._calls, self._accept_states
+        if not eps[nfa_state]:  # (most: a literal's bytes, a copied automaton's states)
+            moves = edges[nfa_state]
+            keep = moves is None or bool(moves) or nfa_state in calls or nfa_state in accept
+            return (nfa_state,) if keep else ()
+        seen = {nfa_state}
+        todo = [nfa_state]
+        kept = []
+        while todo:
+            s = todo.pop()
+            moves = edges[s]
+            if moves is None or moves or s in calls or s in accept:
+                kept.append(s)
+            for t in eps[s]:
+                if t not in seen:
+                    seen.add(t)
+                    todo.append(t)
+        kept.sort()
+        return tuple(kept)
 
     def _item(self, states: tuple[int, ...]) -> int:
         """The id of the item set of NFA ``states`` (sorted, distinct)."""
@@ -398,14 +419,18 @@ class PushdownAutomaton(LazyAutomaton):
         calls = self._item_calls[iid]
         if calls is not None:
             return calls
-        targets: dict[int, set[int]] = {}
+        targets: dict[int, tuple[int, ...] | set[int]] = {}
         for s in self._items[iid]:
             for rule, target in self._calls.get(s, ()):
                 if rule == PENDING:  # the next state of a group: numbered now
                     rule = self._group_rule(*self._group_next.pop(s))
                     self._calls[s] = ((rule, target),)
-                targets.setdefault(rule, set()).update(self._closure(target))
-        calls = tuple((rule, self._item(tuple(sorted(t)))) for rule, t in sorted(targets.items()))
+                closure = self._closure(target)
+                had = targets.setdefault(rule, closure)
+                if had is not closure:  # (a rule called from two states: rare)
+                    targets[rule] = set(had).union(closure)
+        calls = tuple((rule, self._item(t if type(t) is tuple else tuple(sorted(t))))
+                      for rule, t in sorted(targets.items()))
         self._item_calls[iid] = calls
         return calls
 
@@ -903,9 +928,10 @@ class PushdownAutomaton(LazyAutomaton):
         return self._item_accepts[item]
 
     def ends_at_once(self, item: int) -> bool:
-        """Whether a frame of ``item`` (on a wall) may end before reading a byte."""
-        state = self.walled_state(item)  # (first: interning may grow ``pops``)
-        return bool(self.pops[state])
+        """Whether a frame of ``item`` (on a wall) may end before reading a byte: its
+        walled state's ``pops`` flag (:meth:`_node_ends` of its one stack), known
+        without interning that state (most frames asked are composed, never walked)."""
+        return self._item_can_end(item)
 
     def frame_parts(self, item: int) -> FrameParts | None:
         """The parts a frame of ``item`` reads, for an item set of a rule that calls rules
