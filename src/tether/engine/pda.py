@@ -959,7 +959,8 @@ class PushdownAutomaton(LazyAutomaton):
             empty = (self.guarded(cont, self.pop_guard(callee))
                      if self._nullable[rule] and not final else -1)
             out.append((callee, after, final, empty))
-        reads = bool(self._item_moves(item))
+        reads = (any(map(self._reads, self._items[item])) if guard == NO_GUARD
+                 else bool(self._item_moves(item)))  # (a guard may take every move)
         if not reads and not out:
             return None
         return FrameParts(reads, tuple(out))
