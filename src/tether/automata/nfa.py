@@ -15,6 +15,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import repeat
 from typing import NamedTuple
 
 import numpy as np
@@ -90,18 +91,14 @@ class LazyCopies:
         """Append to ``edges`` the states of ``template``'s copy (numbered from the next
         free one), their moves not made."""
         first = len(edges)
-        bounds = template.bounds
-        edges.extend([None if a < b else () for a, b in zip(bounds, bounds[1:], strict=False)])
+        edges.extend(template.unmade)
         self._templates[first] = template
         self._firsts.append(first)
 
     def moves(self, s: int) -> tuple[tuple[int, int, int], ...]:
         """The moves of state ``s`` of a copy."""
         first = self._firsts[bisect_right(self._firsts, s) - 1]
-        template = self._templates[first]
-        a, b = template.bounds[s - first], template.bounds[s - first + 1]
-        return tuple(zip(template.lo[a:b], template.hi[a:b],
-                         [t + first for t in template.target[a:b]], strict=True))
+        return _copied(self._templates[first], first, s - first, s - first + 1)[0]
 
     def spell_out(self, edges: list) -> None:
         """Make the moves of every state of ``edges`` that has none made yet."""
@@ -149,10 +146,10 @@ class LazyCopies:
 def _copied(template: _CopyTemplate, first: int, a: int, b: int
             ) -> list[tuple[tuple[int, int, int], ...]]:
     """The moves of states ``a..b - 1`` of ``template`` copied from state ``first`` on."""
-    bounds = template.bounds
+    bounds, arrays = template.bounds, template.moves
     lo, hi = bounds[a], bounds[b]
-    moves = tuple(zip(template.lo[lo:hi], template.hi[lo:hi],
-                      [t + first for t in template.target[lo:hi]], strict=True))
+    moves = tuple(zip(arrays.lo[lo:hi].tolist(), arrays.hi[lo:hi].tolist(),
+                      (arrays.target[lo:hi] + first).tolist(), strict=True))
     return [moves[x - lo:y - lo] for x, y in zip(bounds[a:b], bounds[a + 1:b + 1], strict=True)]
 
 
@@ -219,15 +216,33 @@ class NfaBuilder:
     def concat(self, node: Concat) -> tuple[int, int]:
         start = end = self.new()
         edges, eps = self.edges, self.eps
-        for item in node.items:
-            if isinstance(item, CharSet):
-                n_local, rows = _charset_rows(item.ranges)
-                if n_local == 2:  # single bytes: read from the end reached so far
-                    nxt = self.new()
-                    edges[end].extend([(lo, hi, nxt) for lo, hi, _ in rows[0]])
-                    end = nxt
-                    continue
-            s, e = self.build(item)
+        items = node.items
+        i, n = 0, len(items)
+        while i < n:
+            # A run of sets of single bytes (a literal's): one state each, read on from
+            # the end reached so far; made at once, their moves final (tuples), only the
+            # last one an end to go on from.
+            run = []
+            while i < n and type(items[i]) is CharSet:
+                n_local, rows = _charset_rows(items[i].ranges)  # type: ignore[union-attr]
+                if n_local != 2:
+                    break
+                run.append(rows[0])
+                i += 1
+            if run:
+                base = len(edges)
+                if base + len(run) > self.max_states:
+                    raise self.too_large(self.size_reason())
+                edges[end].extend([(lo, hi, base) for lo, hi, _ in run[0]])
+                edges.extend([tuple([(lo, hi, base + k) for lo, hi, _ in row])
+                              for k, row in enumerate(run[1:], 1)])
+                edges.append([])
+                eps.extend(repeat((), len(run) - 1))
+                eps.append([])
+                end = base + len(run) - 1
+                continue
+            s, e = self.build(items[i])
+            i += 1
             eps[end].append(s)
             end = e
         return start, end
@@ -282,10 +297,11 @@ class NfaBuilder:
         else:  # (as tuples: no move is added to a copied state)
             self.edges.extend(_copied(template, base, 0, n))
         self.edges.append([])
-        self.eps.extend([[] for _ in range(n + 1)])
+        self.eps.extend(repeat((), n))  # (a copied state gets no epsilon move later)
+        self.eps.append([])
         end = base + n
         for s in template.accepted:
-            self.eps[base + s].append(end)
+            self.eps[base + s] = [end]
         if node.exceptions is not None:
             self.copied_states[base] = template.alive
         self.copied_moves[base] = template.moves
@@ -305,18 +321,18 @@ class _CopyTemplate(NamedTuple):
     """What copying a pre-built automaton into an NFA takes, its states numbered from 0:
     the states that reach an accepting one (all of them when its start does not, which
     then reads nothing), by their old numbers (``alive``); their moves (``moves``,
-    shared by every copy: read only) and the same as Python tuples; where each state's
-    moves begin in them (``bounds``); the start and the accepting states. The arrays are
-    not marked read-only (numba compiles kernels apart for read-only arrays)."""
+    shared by every copy: read only; a state's made Python tuples only when asked for,
+    :class:`LazyCopies`); where each state's moves begin in them (``bounds``); the start
+    and the accepting states; each state's entry in the move lists of a copy whose moves
+    are not made yet (``unmade``: None, or ``()`` for a state without any). The arrays
+    are not marked read-only (numba compiles kernels apart for read-only arrays)."""
 
     alive: np.ndarray
     moves: CopiedMoves
-    lo: tuple[int, ...]
-    hi: tuple[int, ...]
-    target: tuple[int, ...]
     bounds: tuple[int, ...]
     start: int
     accepted: tuple[int, ...]
+    unmade: tuple[tuple[()] | None, ...]
 
 
 # Per pre-built automaton (compared by identity; the piece caches share them between
@@ -338,12 +354,12 @@ def _build_copy_template(node: Automaton) -> _CopyTemplate:
     accepts = np.zeros(start.size - 1, dtype=np.bool_)
     accepts[accepted] = True
     moves = CopiedMoves(start, lo, hi, target, accepts)
-    # (tuples: numbers in a tuple leave the garbage collector's lists at its first pass;
-    # in a list each of them is visited at every full collection — a template of a long
-    # string's automaton holds ~40,000)
-    return _CopyTemplate(np.flatnonzero(alive), moves, tuple(lo.tolist()),
-                         tuple(hi.tolist()), tuple(target.tolist()), tuple(start.tolist()),
-                         int(np.cumsum(alive)[node.start] - 1), tuple(accepted.tolist()))
+    unmade: list[tuple[()] | None] = [None] * (start.size - 1)
+    for s in np.flatnonzero(start[1:] == start[:-1]).tolist():  # (a dead end: few)
+        unmade[s] = ()
+    return _CopyTemplate(np.flatnonzero(alive), moves, tuple(start.tolist()),
+                         int(np.cumsum(alive)[node.start] - 1), tuple(accepted.tolist()),
+                         tuple(unmade))
 
 
 @njit(cache=True, nogil=True)

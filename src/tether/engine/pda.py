@@ -1433,8 +1433,9 @@ def without_direct_left_recursion(grammar: Grammar) -> Grammar:
         bases: list[Expr] = []
         tails: list[Expr] = []
         for alt in alternatives:
-            head, rest = _split_head(alt)
+            head = _head(alt)
             if isinstance(head, Ref) and head.name == name:
+                _, rest = _split_head(alt)
                 if rest:  # `A: A` alone adds nothing
                     tails.append(rest[0] if len(rest) == 1 else Concat(tuple(rest)))
             else:
@@ -1450,6 +1451,17 @@ def without_direct_left_recursion(grammar: Grammar) -> Grammar:
         tail = tails[0] if len(tails) == 1 else Alternate(tuple(tails))
         rules[name] = Concat((base, Repeat(tail, 0, None)))
     return replace(grammar, rules=rules, where=dict(grammar.where))
+
+
+def _head(alt: Expr) -> Expr | None:
+    """The first item of an alternative (in nested sequences), None if it is empty."""
+    stack: list[Expr] = [alt]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, Concat):
+            return node
+        stack.extend(reversed(node.items))
+    return None
 
 
 def _split_head(alt: Expr) -> tuple[Expr | None, list[Expr]]:
