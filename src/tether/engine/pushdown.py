@@ -235,16 +235,15 @@ class PushdownCompiled(RegularCompiled):
         end before reading a byte reads on as its parent, whole: its mask)."""
         pda = self.pda
         kernel = pda.kernel(state)
-        frames = [self._frame(item) for item, _ in kernel]
         parents = [pda.stack_state(pda.popped_to(item, parent))
-                   if parent != BOTTOM and frame[2] else -1
-                   for (item, parent), frame in zip(kernel, frames, strict=True)]
+                   if parent != BOTTOM and pda.ends_at_once(item) else -1
+                   for item, parent in kernel]
         needed = [p for p in parents if p >= 0 and p not in self._masks]
-        if needed:
+        if needed:  # (their masks first: this state's frames are built when composed)
             return self._empty, needed
         words = np.zeros(self._n_words, dtype=np.uint32)  # (zeros_like: 3x slower)
-        for (item, parent), (inner, ends, _), parent_state in zip(kernel, frames, parents,
-                                                                  strict=True):
+        for (item, parent), parent_state in zip(kernel, parents, strict=True):
+            inner, ends, _ = self._frame(item)
             words |= inner
             if parent_state >= 0:
                 words |= self.state_mask(parent_state) & self._not_eos
