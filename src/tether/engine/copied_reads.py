@@ -45,13 +45,19 @@ _tables_lock = threading.Lock()
 
 
 def is_deterministic(moves: CopiedMoves) -> bool:
-    """Whether no state of ``moves`` has two moves on one class (its moves by ``lo``:
-    two overlap only if two consecutive ones do)."""
-    last = moves.start[1:] - 1  # each state's last move
-    follows = np.ones(moves.lo.size, dtype=np.bool_)  # move k + 1 is the same state's
-    follows[last[last >= 0]] = False
-    k = np.flatnonzero(follows[:-1])
-    return not np.any(moves.lo[k + 1] <= moves.hi[k])
+    """Whether no state of ``moves`` has two moves on one class."""
+    return not _overlapping(moves.start, moves.lo, moves.hi)
+
+
+@njit(cache=True, nogil=True)
+def _overlapping(start, lo, hi):  # pragma: no cover - compiled
+    """Whether some state has two moves on one class (its moves by ``lo``: two overlap
+    only if two consecutive ones do)."""
+    for s in range(start.size - 1):
+        for e in range(start[s] + 1, start[s + 1]):
+            if lo[e] <= hi[e - 1]:
+                return True
+    return False
 
 
 @njit(cache=True, nogil=True)
@@ -283,6 +289,7 @@ def _warm_up() -> None:
     read_in_step(np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int32), *moves, 0, 0,
                  MAX_STEP_SET)
     table = _dense_moves(moves[0], one, one, one, np.zeros(256, dtype=np.int64), 1)
+    _overlapping(moves[0], one, one)
     walk_copied(np.ones(1, dtype=np.int64), np.zeros(1, dtype=np.int32),
                 np.zeros(1, dtype=np.int32), np.zeros(2, dtype=np.int64), one, 1, one, 0,
                 *moves, np.zeros(256, dtype=np.int64), table, np.zeros(1, dtype=np.uint32))

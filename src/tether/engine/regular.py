@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import numpy as np
@@ -265,8 +265,8 @@ class RegularCompiled(Compiled):
     @cached_property
     def _spelling(self) -> Spelling:
         """How shortest completions spell byte classes: with bytes that are tokens."""
-        return Spelling(self.dfa.class_of_byte, self.dfa.n_classes,
-                        self.vocab.single_byte_tokens)
+        return _spelling(self.dfa.class_of_byte.astype(np.int64).tobytes(), self.dfa.n_classes,
+                         self.vocab.single_byte_tokens)
 
     @cached_property
     def _bytes_are_tokens(self) -> bool:
@@ -476,3 +476,10 @@ class RegularMatcher(StateStackMatcher):
     def _next_state(self, state: object, token_id: int, data: bytes) -> object:
         nxt = self.compiled.token_step(state, token_id)  # type: ignore[arg-type]
         return REJECT if nxt == DEAD else nxt
+
+
+@lru_cache(maxsize=64)
+def _spelling(class_of_byte: bytes, n_classes: int, usable: frozenset[int]) -> Spelling:
+    """The spelling of byte classes, shared by every automaton with the same classes and
+    vocabulary (every JSON Schema's: one class per byte)."""
+    return Spelling(np.frombuffer(class_of_byte, dtype=np.int64), n_classes, usable)
