@@ -57,7 +57,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 from bisect import bisect_right
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import chain
 from typing import NamedTuple
@@ -334,11 +334,14 @@ class PushdownAutomaton(LazyAutomaton):
         if moves and count > 0:
             at = self._new_state()
             self._calls[start] = ((g.comma, at),)
+        member_calls = []
         for member, nxt in moves:
             after_member = self._new_state()
-            self._calls[at] = (*self._calls.get(at, ()), (member, after_member))
+            member_calls.append((member, after_member))
             self._calls[after_member] = ((PENDING, end),)
             self._group_next[after_member] = nxt
+        if member_calls:
+            self._calls[at] = tuple(member_calls)
         if self._nullable[rule]:
             self._late_eps[start] = (end,)
         self._rule_start[rule] = start
@@ -845,7 +848,7 @@ class PushdownAutomaton(LazyAutomaton):
     # -- the pieces a configuration's mask is composed of --------------------------------
     def kernel(self, state: int) -> tuple[tuple[int, int], ...]:
         """The stacks of ``state`` before expansion, as (top item set, parent node)."""
-        return tuple(self._nodes[n] for n in self._keys[state])  # type: ignore[attr-defined]
+        return tuple(map(self._nodes.__getitem__, self._keys[state]))  # type: ignore[arg-type]
 
     def leaf_frame_key(self, item: int) -> Hashable | None:
         """A key that two item sets share — across automata, grammars and schemas — only
@@ -1433,9 +1436,10 @@ def without_direct_left_recursion(grammar: Grammar) -> Grammar:
         bases: list[Expr] = []
         tails: list[Expr] = []
         for alt in alternatives:
-            head = _head(alt)
+            items = _items_of(alt)
+            head = next(items, None)
             if isinstance(head, Ref) and head.name == name:
-                _, rest = _split_head(alt)
+                rest = list(items)
                 if rest:  # `A: A` alone adds nothing
                     tails.append(rest[0] if len(rest) == 1 else Concat(tuple(rest)))
             else:
@@ -1453,30 +1457,16 @@ def without_direct_left_recursion(grammar: Grammar) -> Grammar:
     return replace(grammar, rules=rules, where=dict(grammar.where))
 
 
-def _head(alt: Expr) -> Expr | None:
-    """The first item of an alternative (in nested sequences), None if it is empty."""
-    stack: list[Expr] = [alt]
-    while stack:
-        node = stack.pop()
-        if not isinstance(node, Concat):
-            return node
-        stack.extend(reversed(node.items))
-    return None
-
-
-def _split_head(alt: Expr) -> tuple[Expr | None, list[Expr]]:
-    """The first item of an alternative and the rest (flattening nested sequences)."""
-    items: list[Expr] = []
+def _items_of(alt: Expr) -> Iterator[Expr]:
+    """The items of an alternative in order, nested sequences flattened (lazily: the
+    first is all most callers look at)."""
     stack: list[Expr] = [alt]
     while stack:
         node = stack.pop()
         if isinstance(node, Concat):
-            stack.extend(reversed(node.items))
+            stack.extend(reversed(node.items))  # type: ignore[arg-type]
         else:
-            items.append(node)
-    if not items:
-        return None, []
-    return items[0], items[1:]
+            yield node
 
 
 def _nullable_rules(pda: PushdownAutomaton, callers: dict[int, set[int]]) -> list[bool]:
@@ -1502,6 +1492,7 @@ def _refuse_left_recursion(pda: PushdownAutomaton, grammar: Grammar) -> None:
     """Raise :class:`CompileError` if some rule can call itself before reading a byte."""
     n_rules = len(pda._rule_start)
     nullable = pda._nullable
+    eps, calls = pda._eps, pda._calls  # (the grammar's rules only: no group rule built yet)
     left_calls: list[set[int]] = []
     for k in range(n_rules):
         if k >= pda._n_static:  # a group's first state: it starts with any member
@@ -1513,15 +1504,15 @@ def _refuse_left_recursion(pda: PushdownAutomaton, grammar: Grammar) -> None:
         called: set[int] = set()
         while stack:
             s = stack.pop()
-            nxt = list(pda._eps_of(s))
-            for rule, target in pda._calls.get(s, ()):
-                called.add(rule)
-                if nullable[rule]:
-                    nxt.append(target)
-            for t in nxt:
+            for t in eps[s]:
                 if t not in seen:
                     seen.add(t)
                     stack.append(t)
+            for rule, target in calls.get(s, ()):
+                called.add(rule)
+                if nullable[rule] and target not in seen:
+                    seen.add(target)
+                    stack.append(target)
         left_calls.append(called)
     names = pda._rule_names
     cyclic = on_cycles({k: sorted(called) for k, called in enumerate(left_calls)})
@@ -1535,16 +1526,22 @@ def _refuse_left_recursion(pda: PushdownAutomaton, grammar: Grammar) -> None:
 
 
 def _reaches_end(pda: PushdownAutomaton, rule: int, nullable: list[bool]) -> bool:
-    seen = {pda._rule_start[rule]}
-    stack = [pda._rule_start[rule]]
+    """Whether ``rule`` (of the grammar: its states are the NFA's own) reaches its end
+    by epsilon moves and calls of rules that derive the empty string."""
+    start, end = pda._rule_start[rule], pda._rule_accept[rule]
+    eps, calls = pda._eps, pda._calls
+    seen = {start}
+    stack = [start]
     while stack:
         s = stack.pop()
-        if s == pda._rule_accept[rule]:
+        if s == end:
             return True
-        nxt = list(pda._eps_of(s))
-        nxt += [t for r, t in pda._calls.get(s, ()) if nullable[r]]
-        for t in nxt:
+        for t in eps[s]:
             if t not in seen:
+                seen.add(t)
+                stack.append(t)
+        for r, t in calls.get(s, ()):
+            if nullable[r] and t not in seen:
                 seen.add(t)
                 stack.append(t)
     return False
