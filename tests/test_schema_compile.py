@@ -640,7 +640,7 @@ def test_frames_skipped_by_their_first_bytes_read_nothing(smollm2_vocab, smollm2
 
     walks = _composition_walks(smollm2_vocab, smollm2_encode)
     checked = _masks_along(smollm2_vocab, walks)
-    monkeypatch.setattr(PushdownCompiled, "_may_read_below", lambda self, item, nodes, first: True)
+    monkeypatch.setattr(PushdownCompiled, "_may_read_below", lambda self, item, nodes: True)
     _assert_same_masks(walks, checked, _masks_along(smollm2_vocab, walks))
 
 
@@ -663,7 +663,7 @@ def test_first_classes_past_their_depth_are_every_class(smollm2_vocab, monkeypat
     checked = _masks_along(smollm2_vocab, walks)
     assert all(len(masks) == len(tokens) for masks, (_, _, tokens) in zip(checked, walks,
                                                                           strict=True))
-    monkeypatch.setattr(PushdownCompiled, "_may_read_below", lambda self, item, nodes, first: True)
+    monkeypatch.setattr(PushdownCompiled, "_may_read_below", lambda self, item, nodes: True)
     _assert_same_masks(walks, checked, _masks_along(smollm2_vocab, walks))
 
 

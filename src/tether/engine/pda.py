@@ -974,10 +974,13 @@ class PushdownAutomaton(LazyAutomaton):
         call of a rule that may derive the empty string. A superset: a rule reached
         again while its classes are being found, or more than MAX_FIRST_DEPTH calls
         deep, counts as any class. Cached per item set, and per rule (no item set is
-        made for a call's continuation, nor for the moves' targets)."""
+        made for a call's continuation, nor for the moves' targets); an item set found
+        to start a literal (:meth:`forced_chain`) has that literal's first class."""
         hit = self._firsts.get(item)
         if hit is None:
-            hit = self._firsts[item] = self._states_first(self._items[item], 0)
+            chain = self._chains.get(item)
+            hit = self._firsts[item] = ((1 << chain[0][0]) if chain
+                                        else self._states_first(self._items[item], 0))
         return hit
 
     def _states_first(self, states: Iterable[int], depth: int) -> int:

@@ -626,9 +626,8 @@ class PushdownCompiled(RegularCompiled):
         a few nodes is shared across grammars, :data:`shared_frames.BELOW` —; a
         composition that comes back to itself, a cycle of calls that read nothing;
         compositions nested too deep)."""
-        chain = self.pda.forced_chain(item)
-        first = (1 << chain[0][0]) if chain else None  # (a literal's: known without looking)
-        if not self._may_read_below(item, nodes, first):
+        chain = self.pda.forced_chain(item)  # (first: a literal's first class is its own)
+        if not self._may_read_below(item, nodes):
             return self._empty, _NO_NODES
         if chain:
             return self._read_chain(*chain, nodes)
@@ -669,13 +668,12 @@ class PushdownCompiled(RegularCompiled):
                                     (below if np.count_nonzero(below) else None, ends))
         return below, ends
 
-    def _may_read_below(self, item: int, nodes: np.ndarray, first: int | None) -> bool:
+    def _may_read_below(self, item: int, nodes: np.ndarray) -> bool:
         """False if no token goes on below trie ``nodes`` with a byte a frame of
-        ``item`` may read first (``first``, the classes as bits, if known; else
-        :meth:`~tether.engine.pda.PushdownAutomaton.first_classes`): then it reads
-        nothing there and ends nowhere, known without composing or walking it (a fifth
-        of the (item set, nodes) pairs MaskBench's masks meet; masks -2 %, first masks
-        -3 %). True for a large node set (not looked at)."""
+        ``item`` may read first (:meth:`~tether.engine.pda.PushdownAutomaton.first_classes`):
+        then it reads nothing there and ends nowhere, known without composing or walking
+        it (a fifth of the (item set, nodes) pairs MaskBench's masks meet; masks -2 %,
+        first masks -3 %). True for a large node set (not looked at)."""
         if nodes.size > MAX_FIRST_CHECK:
             return True
         trie = self._walker.trie
@@ -689,7 +687,7 @@ class PushdownCompiled(RegularCompiled):
                 bits = known[node] = int.from_bytes(
                     _class_bits(trie.node_class, trie.size, node).tobytes(), "little")
             below |= bits
-        return bool(below & (self.pda.first_classes(item) if first is None else first))
+        return bool(below & self.pda.first_classes(item))
 
 
 class _NodeSets:
