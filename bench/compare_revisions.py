@@ -13,7 +13,8 @@ schemas both sources pass count (a change may compile schemas that were refused)
 
 Minutes apart, even that varies by ±8 % on this machine. ``--one-core`` runs both sources
 at the same time on one core instead and compares the CPU time each thread spent in
-masks, which sharing the core does not inflate: repeats agree within ~3 %. It runs each
+masks, which sharing the core does not inflate: repeats agree within ~3 % (and, for
+the per-token step generation also pays, the CPU time in ``consume``). It runs each
 ``--batch`` schemas (20) in fresh worker processes, as ``maskbench.py`` does: a process
 that ran hundreds of schemas shares more across them (leaf frames) and collects more
 garbage than one of maskbench's, so a change's gain there need not be maskbench's
@@ -73,8 +74,24 @@ def worker(src: str, out: str, sample: int, seed: int, first: int, count: int,
         matchers.append(JsonChecksMatcher)
     except ImportError:
         pass
+    consume_cpu = [0.0]  # the thread's CPU time inside consume (outermost matcher)
+    consume_depth = [0]
+
+    def timed_consume(consume: Callable) -> Callable:
+        def timed(self: RegularMatcher, token: int) -> None:
+            consume_depth[0] += 1
+            started = time.thread_time()
+            try:
+                consume(self, token)
+            finally:
+                consume_depth[0] -= 1
+                if not consume_depth[0]:
+                    consume_cpu[0] += time.thread_time() - started
+        return timed
+
     for cls in matchers:
         cls.mask = timed(cls.mask)  # type: ignore[method-assign]
+        cls.consume = timed_consume(cls.consume)  # type: ignore[method-assign]
     tokenizers = load(tokenizer)
     engine = TetherEngine(tokenizers.tether_vocab)
     compile_schema = engine.compile
@@ -88,10 +105,11 @@ def worker(src: str, out: str, sample: int, seed: int, first: int, count: int,
     run_schema(engine, files[0], tokenizers.encode, lambda t: b"")  # compiled code loaded
     results = {}
     for path in files[first:first + count] if count else files:
-        cpu[0] = ttfm_cpu[0] = 0.0
+        cpu[0] = ttfm_cpu[0] = consume_cpu[0] = 0.0
         r = run_schema(engine, path, tokenizers.encode, lambda t: b"")
         results[path.name] = {"tbm": r["tbm_s"], "ttfm": r["ttfm_s"], "status": r["status"],
-                              "cpu": cpu[0], "ttfm_cpu": ttfm_cpu[0]}
+                              "cpu": cpu[0], "ttfm_cpu": ttfm_cpu[0],
+                              "consume_cpu": consume_cpu[0]}
     Path(out).write_text(json.dumps(results))
 
 
@@ -134,10 +152,13 @@ def one_core(args: list[str], tree: Path, sample: int, batch: int) -> None:
             base, new = (sum(r[k]["cpu"] for k in both) for r in results)
             base_ttfm, new_ttfm = (np.median([r[k]["ttfm_cpu"] for k in both]) * 1e3
                                    for r in results)
+            base_step, new_step = (sum(r[k].get("consume_cpu", 0.0) for k in both)
+                                   for r in results)
             print(f"run {k}: mask CPU time, revision {base:.2f} s, working tree {new:.2f} s: "
                   f"working tree / revision {new / base:.3f}; compile and first mask CPU "
                   f"time p50, revision {base_ttfm:.2f} ms, working tree {new_ttfm:.2f} ms: "
-                  f"{new_ttfm / base_ttfm:.3f}")
+                  f"{new_ttfm / base_ttfm:.3f}; consume CPU time, revision {base_step:.2f} s, "
+                  f"working tree {new_step:.2f} s: {new_step / max(base_step, 1e-9):.3f}")
 
 
 def main() -> None:
