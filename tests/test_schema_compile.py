@@ -644,6 +644,30 @@ def test_frames_skipped_by_their_first_bytes_read_nothing(smollm2_vocab, smollm2
     _assert_same_masks(walks, checked, _masks_along(smollm2_vocab, walks))
 
 
+def test_a_byte_step_of_an_item_set_is_its_row_entry(smollm2_vocab, smollm2_encode) -> None:
+    """What ``consume`` reads a byte with (``_item_step``: from the moves of the item
+    set's states covering its class, without the row of every class) is, for every item
+    set the composition walks made and every class, the entry of its row."""
+    from tether.compiler import clear_cache
+
+    clear_cache()
+    checked = 0
+    for constraint, _, tokens in _composition_walks(smollm2_vocab, smollm2_encode):
+        matcher = tether.compile(constraint, smollm2_vocab).matcher()
+        for token in tokens:
+            if not matcher.allowed(token):
+                break
+            matcher.consume(token)
+        pda = getattr(matcher.compiled, "pda", None)
+        if pda is None:
+            continue
+        for item in range(len(pda._items)):
+            steps = [pda._item_step(item, c) for c in range(pda.n_classes)]
+            assert steps == list(pda.item_row(item)), item
+            checked += 1
+    assert checked > 100
+
+
 def test_first_classes_past_their_depth_are_every_class(smollm2_vocab, monkeypatch) -> None:
     """Item sets whose first classes lie more calls away than MAX_FIRST_DEPTH (a chain of
     80 rules each starting with the next, 80 rules in a row that may be empty) count

@@ -213,6 +213,7 @@ class PushdownAutomaton(LazyAutomaton):
         # Per NFA block of a rule whose body is an automaton: its moves (see copied_state).
         self._copied_moves: dict[int, CopiedMoves] = {}
         self._item_class_rows: dict[int, tuple[int, ...]] = {}  # per item set: item_row
+        self._item_steps: dict[int, int] = {}  # per (item set, class): _item_step
         # NFA states are numbered in blocks, one per rule built, in the order built.
         self._block_first: list[int] = []
         self._block_rule: list[int] = []
@@ -688,10 +689,10 @@ class PushdownAutomaton(LazyAutomaton):
         stacks = (self._expansion(nodes[0]) if len(nodes) == 1 else
                   set().union(*(self._expansion(n) for n in nodes)))
         reached = set()
-        frames, item_row = self._nodes, self.item_row
+        frames, item_step = self._nodes, self._item_step
         for stack in stacks:
             item, parent = frames[stack]
-            moved = item_row(item)[cls]  # (one node made, not one per move: _node_moves)
+            moved = item_step(item, cls)  # (one node made, not one per move: _node_moves)
             if moved >= 0:
                 reached.add(self._node(moved, parent))
         return tuple(sorted(reached))
@@ -924,6 +925,33 @@ class PushdownAutomaton(LazyAutomaton):
             for lo, hi, target in self._item_moves(item):
                 row[lo:hi + 1] = [target] * (hi + 1 - lo)
             hit = self._item_class_rows[item] = tuple(row)
+        return hit
+
+    def _item_step(self, item: int, cls: int) -> int:
+        """The item set a frame of ``item`` moves to on a byte of class ``cls`` (-1: it
+        cannot read it): from its row if one is made, else from the moves of its states
+        that cover ``cls`` (cached per item set and class) — a text read token by token
+        meets most item sets once (a string's counted states), and a row makes the item
+        set of every move."""
+        row = self._item_class_rows.get(item)
+        if row is not None:
+            return row[cls]
+        key = item * self.n_classes + cls
+        hit = self._item_steps.get(key)
+        if hit is not None:
+            return hit
+        if self._item_guard[item] != NO_GUARD:  # (its moves are its base's, less a guard)
+            hit = self.item_row(item)[cls]
+        else:
+            targets = [t for s in self._items[item] for lo, hi, t in self._edges_of(s)
+                       if lo <= cls <= hi]
+            if len(targets) == 1:
+                hit = self._item(self._closure(targets[0]))
+            elif targets:
+                hit = self._item(tuple(sorted({s for t in targets for s in self._closure(t)})))
+            else:
+                hit = -1
+        self._item_steps[key] = hit
         return hit
 
     def item_accepts(self, item: int) -> bool:
